@@ -1,0 +1,390 @@
+"""Tensor IR -> LLVM IR (llvmlite), one LLVM function per kernel.
+
+Every kernel has the signature ``void name(void **args)``: ``args[i]`` is the i-th
+buffer parameter. Parallel loops are outlined into ``void body(void *closure, i64 begin,
+i64 end)`` and handed to ``tsm_parallel_for`` of the thread pool linked into the
+artifact; the closure carries ``args`` and the enclosing loop variables.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from tensorsmith.ir.te.expr import (
+    COMPARISONS,
+    Binary,
+    Call,
+    Cast,
+    Const,
+    Expr,
+    Load,
+    Select,
+    Var,
+)
+from tensorsmith.ir.te.stmt import Allocate, Barrier, Buffer, For, IfThenElse, PrimFunc, Seq, Stmt, Store
+from tensorsmith.ir.te.visit import free_vars, walk
+
+PTR = ir.PointerType()
+I64 = ir.IntType(64)
+I32 = ir.IntType(32)
+I8 = ir.IntType(8)
+I1 = ir.IntType(1)
+VOID = ir.VoidType()
+FAST = ("nnan", "ninf", "nsz", "arcp", "contract", "afn", "reassoc")
+_NO_NAN_FLAGS = ("contract", "reassoc", "nsz", "arcp", "afn")
+
+_LLVM_TYPES = {"float32": ir.FloatType(), "float64": ir.DoubleType(), "float16": ir.HalfType(),
+               "int64": I64, "int32": I32, "int16": ir.IntType(16), "int8": I8, "uint8": I8,
+               "bool": I1}
+_INTRINSICS = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt", "abs": "llvm.fabs",
+               "floor": "llvm.floor", "ceil": "llvm.ceil", "pow": "llvm.pow", "sin": "llvm.sin",
+               "cos": "llvm.cos", "round": "llvm.roundeven", "trunc": "llvm.trunc"}
+_LIBM = {"tanh": "tanh", "erf": "erf", "tan": "tan", "asin": "asin", "acos": "acos",
+         "atan": "atan", "sinh": "sinh", "cosh": "cosh", "asinh": "asinh", "acosh": "acosh",
+         "atanh": "atanh", "fmod": "fmod"}
+_FCMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+def llvm_type(dtype: str) -> ir.Type:
+    return _LLVM_TYPES[dtype]
+
+
+def _memory_type(dtype: str) -> ir.Type:
+    return I8 if dtype == "bool" else llvm_type(dtype)
+
+
+def _unsigned(dtype: str) -> bool:
+    return dtype in ("uint8", "bool")
+
+
+class KernelEmitter:
+    """Emits one PrimFunc into an LLVM module."""
+
+    def __init__(self, module: ir.Module, func: PrimFunc, fast_math: bool = True) -> None:
+        self.module = module
+        self.func = func
+        self.flags = _NO_NAN_FLAGS if fast_math else ()
+        self.vars: dict[int, ir.Value] = {}
+        self.bufs: dict[int, ir.Value] = {}
+        self.outlined = 0
+
+    # -- functions -----------------------------------------------------------------
+    def emit(self) -> ir.Function:
+        fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR]), self.func.name)
+        fn.args[0].name = "args"
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self._bind_buffers(b, fn.args[0])
+        self.stmt(b, self.func.body)
+        b.ret_void()
+        return fn
+
+    def _bind_buffers(self, b: ir.IRBuilder, args: ir.Value) -> None:
+        for i, buf in enumerate(self.func.params):
+            slot = b.gep(args, [ir.Constant(I64, i)], inbounds=True, source_etype=PTR)
+            ptr = b.load(slot, name=_ident(buf.name), typ=PTR)
+            self.bufs[id(buf)] = ptr
+        self.args_value = args
+
+    # -- statements ----------------------------------------------------------------
+    def stmt(self, b: ir.IRBuilder, s: Stmt) -> None:
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                self.stmt(b, x)
+        elif isinstance(s, For):
+            if s.kind == "parallel":
+                self._parallel(b, s)
+            else:
+                self._loop(b, s.var, ir.Constant(I64, 0), ir.Constant(I64, s.extent), s.body)
+        elif isinstance(s, Store):
+            self._store(b, s)
+        elif isinstance(s, IfThenElse):
+            cond = self._as_bool(b, self.expr(b, s.cond))
+            if s.otherwise is None:
+                with b.if_then(cond):
+                    self.stmt(b, s.then)
+            else:
+                with b.if_else(cond) as (then, otherwise):
+                    with then:
+                        self.stmt(b, s.then)
+                    with otherwise:
+                        self.stmt(b, s.otherwise)
+        elif isinstance(s, Allocate):
+            ty = _memory_type(s.buffer.dtype)
+            with b.goto_entry_block():
+                ptr = b.alloca(ty, size=s.buffer.size, name=_ident(s.buffer.name))
+            self.bufs[id(s.buffer)] = ptr
+            self.stmt(b, s.body)
+        elif isinstance(s, Barrier):
+            pass
+        else:
+            raise TypeError(f"cannot emit {type(s).__name__}")
+
+    def _loop(self, b: ir.IRBuilder, var: Var, start: ir.Value, end: ir.Value,
+              body: Stmt) -> None:
+        fn = b.function
+        pre = b.block
+        header = fn.append_basic_block(f"{_ident(var.name)}.header")
+        loop = fn.append_basic_block(f"{_ident(var.name)}.body")
+        done = fn.append_basic_block(f"{_ident(var.name)}.done")
+        b.branch(header)
+        b.position_at_end(header)
+        phi = b.phi(I64, name=_ident(var.name))
+        phi.add_incoming(start, pre)
+        b.cbranch(b.icmp_signed("<", phi, end), loop, done)
+        b.position_at_end(loop)
+        saved = self.vars.get(id(var))
+        self.vars[id(var)] = phi
+        self.stmt(b, body)
+        nxt = b.add(phi, ir.Constant(I64, 1), flags=("nsw",))
+        phi.add_incoming(nxt, b.block)
+        b.branch(header)
+        b.position_at_end(done)
+        if saved is not None:
+            self.vars[id(var)] = saved
+
+    def _parallel(self, b: ir.IRBuilder, s: For) -> None:
+        """Outline the loop body; the thread pool calls it on chunks of [0, extent)."""
+        captured = [v for v in _stmt_free_vars(s.body) if v is not s.var and id(v) in self.vars]
+        self.outlined += 1
+        name = f"{self.func.name}.par{self.outlined}"
+        body_fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR, I64, I64]), name)
+        body_fn.linkage = "internal"
+        # Pack args pointer + captured loop variables into an i64 array on the stack.
+        n = 1 + len(captured)
+        with b.goto_entry_block():
+            closure = b.alloca(I64, size=n, name="closure")
+        b.store(b.ptrtoint(self.args_value, I64), closure)
+        for i, v in enumerate(captured, start=1):
+            b.store(self.vars[id(v)], b.gep(closure, [ir.Constant(I64, i)], source_etype=I64))
+        pool = self._declare("tsm_parallel_for", ir.FunctionType(VOID, [PTR, PTR, I64]))
+        b.call(pool, [body_fn, closure, ir.Constant(I64, s.extent)])
+
+        inner = KernelEmitter(self.module, self.func, fast_math=bool(self.flags))
+        inner.outlined = self.outlined * 100
+        ib = ir.IRBuilder(body_fn.append_basic_block("entry"))
+        cl, begin, end = body_fn.args
+        args = ib.inttoptr(ib.load(cl, typ=I64), PTR)
+        inner._bind_buffers(ib, args)
+        for i, v in enumerate(captured, start=1):
+            inner.vars[id(v)] = ib.load(ib.gep(cl, [ir.Constant(I64, i)], source_etype=I64),
+                                        typ=I64)
+        inner._loop(ib, s.var, begin, end, s.body)
+        ib.ret_void()
+
+    def _store(self, b: ir.IRBuilder, s: Store) -> None:
+        value = self.expr(b, s.value)
+        if s.buffer.dtype == "bool":
+            value = b.zext(self._as_bool(b, value), I8)
+        b.store(value, self._address(b, s.buffer, s.index))
+
+    def _address(self, b: ir.IRBuilder, buf: Buffer, index: Expr) -> ir.Value:
+        return b.gep(self.bufs[id(buf)], [self.expr(b, index)], inbounds=True,
+                     source_etype=_memory_type(buf.dtype))
+
+    # -- expressions ---------------------------------------------------------------
+    def expr(self, b: ir.IRBuilder, e: Expr) -> ir.Value:
+        if isinstance(e, Const):
+            ty = llvm_type(e.dtype)
+            if e.dtype == "bool":
+                return ir.Constant(I1, int(bool(e.value)))
+            if e.dtype.startswith("float"):
+                return ir.Constant(ty, float(e.value))
+            return ir.Constant(ty, int(e.value))
+        if isinstance(e, Var):
+            return self.vars[id(e)]
+        if isinstance(e, Load):
+            buf = e.buffer
+            assert isinstance(buf, Buffer)
+            v = b.load(self._address(b, buf, e.indices[0]), typ=_memory_type(buf.dtype))
+            return b.trunc(v, I1) if buf.dtype == "bool" else v
+        if isinstance(e, Binary):
+            return self._binary(b, e)
+        if isinstance(e, Cast):
+            return self._cast(b, self.expr(b, e.value), e.value.dtype, e.dtype)
+        if isinstance(e, Select):
+            return b.select(self._as_bool(b, self.expr(b, e.cond)), self.expr(b, e.a),
+                            self.expr(b, e.b))
+        if isinstance(e, Call):
+            return self._call(b, e)
+        raise TypeError(f"cannot emit expression {type(e).__name__}")
+
+    def _binary(self, b: ir.IRBuilder, e: Binary) -> ir.Value:
+        x, y = self.expr(b, e.a), self.expr(b, e.b)
+        dt = e.a.dtype
+        if e.op in ("and", "or"):
+            x, y = self._as_bool(b, x), self._as_bool(b, y)
+            return b.and_(x, y) if e.op == "and" else b.or_(x, y)
+        if dt.startswith("float"):
+            if e.op in COMPARISONS:
+                if e.op == "ne":
+                    return b.fcmp_unordered("!=", x, y)
+                return b.fcmp_ordered(_FCMP[e.op], x, y)
+            if e.op in ("max", "min"):
+                return self._intrinsic(b, "llvm.maximum" if e.op == "max" else "llvm.minimum",
+                                       [x, y], dt)
+            op = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}.get(e.op)
+            if op is not None:
+                return op(x, y, flags=self.flags)
+            if e.op == "floordiv":
+                return self._intrinsic(b, "llvm.floor", [b.fdiv(x, y)], dt)
+            if e.op == "floormod":
+                q = self._intrinsic(b, "llvm.floor", [b.fdiv(x, y)], dt)
+                return b.fsub(x, b.fmul(q, y))
+            if e.op == "fmod":
+                return b.frem(x, y)
+            if e.op == "pow":
+                return self._intrinsic(b, "llvm.pow", [x, y], dt)
+            raise TypeError(f"float op {e.op}")
+        unsigned = _unsigned(dt)
+        if e.op in COMPARISONS:
+            cmp = b.icmp_unsigned if unsigned else b.icmp_signed
+            return cmp(_FCMP[e.op], x, y)
+        if e.op in ("max", "min"):
+            cmp = b.icmp_unsigned if unsigned else b.icmp_signed
+            return b.select(cmp(">" if e.op == "max" else "<", x, y), x, y)
+        if e.op == "add":
+            return b.add(x, y)
+        if e.op == "sub":
+            return b.sub(x, y)
+        if e.op == "mul":
+            return b.mul(x, y)
+        if e.op in ("floordiv", "div", "floormod", "fmod"):
+            if unsigned or (_nonnegative(e.a) and _nonnegative(e.b)):
+                return b.udiv(x, y) if e.op in ("floordiv", "div") else b.urem(x, y)
+            if e.op == "fmod":
+                return b.srem(x, y)
+            q, r = b.sdiv(x, y), b.srem(x, y)
+            zero = ir.Constant(x.type, 0)
+            adjust = b.and_(b.icmp_signed("!=", r, zero),
+                            b.icmp_signed("!=", b.icmp_signed("<", r, zero),
+                                          b.icmp_signed("<", y, zero)))
+            if e.op in ("floordiv", "div"):
+                return b.sub(q, b.zext(adjust, x.type))
+            return b.select(adjust, b.add(r, y), r)
+        if e.op == "pow":
+            raise TypeError("integer pow is lowered by the op, not the codegen")
+        if e.op in ("bitand", "bitor", "bitxor"):
+            return {"bitand": b.and_, "bitor": b.or_, "bitxor": b.xor}[e.op](x, y)
+        if e.op == "shl":
+            return b.shl(x, y)
+        if e.op == "shr":
+            return b.lshr(x, y) if unsigned else b.ashr(x, y)
+        raise TypeError(f"integer op {e.op}")
+
+    def _cast(self, b: ir.IRBuilder, v: ir.Value, src: str, dst: str) -> ir.Value:
+        if src == dst:
+            return v
+        to = llvm_type(dst)
+        sf, df = src.startswith("float"), dst.startswith("float")
+        if dst == "bool":
+            if sf:
+                return b.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0))
+            return b.icmp_signed("!=", v, ir.Constant(v.type, 0))
+        if sf and df:
+            bits = {"float16": 16, "float32": 32, "float64": 64}
+            return b.fpext(v, to) if bits[dst] > bits[src] else b.fptrunc(v, to)
+        if sf:
+            return b.fptoui(v, to) if _unsigned(dst) else b.fptosi(v, to)
+        if df:
+            return b.uitofp(v, to) if _unsigned(src) else b.sitofp(v, to)
+        sw, dw = v.type.width, to.width
+        if dw > sw:
+            return b.zext(v, to) if _unsigned(src) else b.sext(v, to)
+        return b.trunc(v, to) if dw < sw else v
+
+    def _call(self, b: ir.IRBuilder, e: Call) -> ir.Value:
+        args = [self.expr(b, a) for a in e.args]
+        dt = e.args[0].dtype
+        if e.fn in _INTRINSICS:
+            return self._intrinsic(b, _INTRINSICS[e.fn], args, dt)
+        if e.fn in _LIBM:
+            name = _LIBM[e.fn] + ("f" if dt == "float32" else "")
+            if dt == "float16":
+                wide = [b.fpext(a, ir.FloatType()) for a in args]
+                fn = self._declare(name + "f", ir.FunctionType(ir.FloatType(), [ir.FloatType()]
+                                                               * len(args)))
+                return b.fptrunc(b.call(fn, wide), args[0].type)
+            ty = args[0].type
+            fn = self._declare(name, ir.FunctionType(ty, [ty] * len(args)))
+            return b.call(fn, args)
+        if e.fn == "isnan":
+            return b.fcmp_unordered("uno", args[0], args[0])
+        if e.fn == "isinf":
+            a = self._intrinsic(b, "llvm.fabs", args, dt)
+            return b.fcmp_ordered("==", a, ir.Constant(a.type, float("inf")))
+        if e.fn == "iabs":
+            zero = ir.Constant(args[0].type, 0)
+            return b.select(b.icmp_signed("<", args[0], zero), b.sub(zero, args[0]), args[0])
+        raise TypeError(f"unknown math function {e.fn}")
+
+    def _intrinsic(self, b: ir.IRBuilder, name: str, args: list[ir.Value], dt: str) -> ir.Value:
+        suffix = {"float32": "f32", "float64": "f64", "float16": "f16"}[dt]
+        ty = args[0].type
+        fn = self._declare(f"{name}.{suffix}", ir.FunctionType(ty, [ty] * len(args)))
+        return b.call(fn, args)
+
+    def _declare(self, name: str, fnty: ir.FunctionType) -> ir.Function:
+        existing = self.module.globals.get(name)
+        if existing is not None:
+            return existing
+        return ir.Function(self.module, fnty, name)
+
+    def _as_bool(self, b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+        if v.type == I1:
+            return v
+        if isinstance(v.type, ir.IntType):
+            return b.icmp_signed("!=", v, ir.Constant(v.type, 0))
+        return b.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0))
+
+
+def _nonnegative(e: Expr) -> bool:
+    """True when ``e`` is built from loop variables and non-negative constants only."""
+    if isinstance(e, Const):
+        return e.value >= 0
+    if isinstance(e, Var):
+        return True
+    if isinstance(e, Binary) and e.op in ("add", "mul", "floordiv", "floormod", "max"):
+        return _nonnegative(e.a) and _nonnegative(e.b)
+    return False
+
+
+def _stmt_free_vars(s: Stmt) -> list[Var]:
+    seen: dict[int, Var] = {}
+
+    def add(e: Expr) -> None:
+        for v in free_vars(e):
+            seen.setdefault(id(v), v)
+
+    def visit(x: Stmt) -> None:
+        if isinstance(x, Seq):
+            for y in x.stmts:
+                visit(y)
+        elif isinstance(x, For):
+            visit(x.body)
+        elif isinstance(x, Store):
+            add(x.index)
+            add(x.value)
+        elif isinstance(x, IfThenElse):
+            add(x.cond)
+            visit(x.then)
+            if x.otherwise is not None:
+                visit(x.otherwise)
+        elif isinstance(x, Allocate):
+            visit(x.body)
+
+    visit(s)
+    return list(seen.values())
+
+
+def _ident(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._" else "_" for c in name)
+
+
+def emit_module(funcs: list[PrimFunc], name: str = "tensorsmith") -> ir.Module:
+    module = ir.Module(name=name)
+    for f in funcs:
+        KernelEmitter(module, f).emit()
+    return module
+
+
+__all__ = ["KernelEmitter", "emit_module", "llvm_type", "walk"]

@@ -1,0 +1,79 @@
+"""The execution plan as C: the tables ``tsm_runtime.c`` runs (see csrc/tsm_plan.h)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def c_string(text: str) -> str:
+    """A C string literal for arbitrary text (split so no line gets huge)."""
+    out = []
+    for ch in text.encode("utf-8"):
+        if ch in (0x22, 0x5C):
+            out.append("\\" + chr(ch))
+        elif 0x20 <= ch < 0x7F and ch != 0x3F:  # '?' avoids trigraphs
+            out.append(chr(ch))
+        else:
+            out.append(f"\\{ch:03o}")
+    body = "".join(out)
+    pieces = [body[i:i + 4000] for i in range(0, len(body), 4000)] or [""]
+    return "\n".join(f'"{p}"' for p in pieces)
+
+
+def plan_source(plan: dict[str, Any], metadata: dict[str, Any]) -> str:
+    kinds = {"param": "TSM_PARAM", "workspace": "TSM_WORKSPACE"}
+    lines = ['#include "tsm_plan.h"', ""]
+    for k in plan["kernels"]:
+        lines.append(f"TSM_INTERNAL extern void {k['name']}(void **args);")
+    lines.append("")
+
+    def io_table(name: str, ios: list[dict[str, Any]]) -> None:
+        rows = []
+        for i, v in enumerate(ios):
+            shape = v["shape"]
+            nbytes = plan["buffers"][v["buffer"]]["nbytes"]
+            if shape:
+                lines.append(f"static const int64_t {name}{i}_shape[] = "
+                             f"{{{', '.join(str(d) for d in shape)}}};")
+                shape_ref = f"{name}{i}_shape"
+            else:
+                shape_ref = "0"
+            rows.append(f"  {{{c_string(v['name'])}, \"{v['dtype']}\", {len(shape)}, "
+                        f"{shape_ref}, {nbytes}, {v['buffer']}}}")
+        body = ",\n".join(rows) if rows else "  {0, 0, 0, 0, 0, 0}"
+        lines.append(f"static const tsm_io {name}s[] = {{\n{body}\n}};")
+
+    io_table("input", plan["inputs"])
+    io_table("output", plan["outputs"])
+    rows = [f"  {{{kinds[b['kind']]}, {b['offset']}, {b['nbytes']}}}" for b in plan["buffers"]]
+    lines.append("static const tsm_buffer buffers[] = {\n"
+                 + (",\n".join(rows) or "  {0, 0, 0}") + "\n};")
+    step_rows = []
+    for i, s in enumerate(plan["steps"]):
+        lines.append(f"static const int step{i}_args[] = {{{', '.join(map(str, s['args']))}}};")
+        step_rows.append(f"  {{{s['kernel']}, {len(s['args'])}, step{i}_args, "
+                         f"{c_string(s['name'])}}}")
+    lines.append("static const tsm_step steps[] = {\n"
+                 + (",\n".join(step_rows) or "  {0, 0, 0, 0}") + "\n};")
+    lines.append(
+        "TSM_INTERNAL const tsm_plan tsm_graph_plan = {\n"
+        f"  {len(plan['buffers'])}, buffers, {len(plan['steps'])}, steps,\n"
+        f"  {len(plan['inputs'])}, inputs, {len(plan['outputs'])}, outputs,\n"
+        f"  {plan['workspace_bytes']},\n"
+        f"  {c_string(json.dumps(metadata, sort_keys=True))}\n}};")
+    return "\n".join(lines) + "\n"
+
+
+PARAMS_ASM = """\
+    .section .rodata
+    .balign 64
+    .globl tsm_params_blob
+    .hidden tsm_params_blob
+    .type tsm_params_blob, %object
+tsm_params_blob:
+    .incbin "params.bin"
+    .byte 0
+    .size tsm_params_blob, . - tsm_params_blob
+    .section .note.GNU-stack,"",%progbits
+"""

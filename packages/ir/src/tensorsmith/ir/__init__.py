@@ -1,0 +1,21 @@
+"""tensorsmith-ir: the graph IR, tensor IR, op library, passes, targets and ``build``."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from .build import build
+from .builder import GraphBuilder
+from .errors import ModelError, ShapeError, TargetError, TensorsmithError, UnsupportedOpError
+from .graph import Graph, Node, Value
+from .interpreter import run_graph
+from .module import CompiledModule
+from .target import Target
+from .text import parse_graph, print_graph
+
+try:
+    __version__ = version("tensorsmith-ir")
+except PackageNotFoundError:  # running from a source tree
+    __version__ = "0.0.0"
+
+__all__ = ["CompiledModule", "Graph", "GraphBuilder", "ModelError", "Node", "ShapeError",
+           "Target", "TargetError", "TensorsmithError", "UnsupportedOpError", "Value", "build",
+           "parse_graph", "print_graph", "run_graph"]

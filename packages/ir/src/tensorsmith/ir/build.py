@@ -1,0 +1,172 @@
+"""``build``: a graph (and its weights) in, a compiled module out.
+
+The steps: bind the given params, run the graph passes, fuse, lower each group with the
+target's default schedule, plan memory, generate code with the target's codegen plug-in.
+The execution plan (buffers, steps, inputs, outputs) is plain data, the same for every
+target; the codegen decides how kernels and plan are packed into the artifact.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from .codegen import get_codegen
+from .errors import ModelError
+from .graph import Graph, Node, Value
+from .lowering import lower_group
+from .module import CompiledModule
+from .passes import default_pipeline, fuse_ops, plan_memory
+from .passes.memory_plan import ALIGN
+from .schedules import schedule_cpu
+from .target import Target
+from .te.stmt import PrimFunc
+
+
+def build(mod: Graph, target: str | Target = "llvm", params: Mapping[str, np.ndarray] | None = None,
+          opt_level: int = 2, records: str | os.PathLike | None = None,
+          dump: Callable[[str, str], None] | None = None) -> CompiledModule:
+    """Compile ``mod`` for ``target``; ``params`` replace the weights of the same names."""
+    tgt = Target.parse(target)
+    codegen = get_codegen(tgt)  # fail before any work when the target is not installed
+    timings: list[tuple[str, float]] = []
+    graph = _bind_params(mod.copy(), params or {})
+    _copy_passthrough_outputs(graph)
+    pm = default_pipeline(opt_level)
+    pm.dump = dump
+    graph = pm.run(graph)
+    timings += pm.timings
+    start = time.perf_counter()
+    groups = fuse_ops(graph, enabled=opt_level >= 1)
+    schedule = _schedule_fn(tgt)
+    funcs = [lower_group(g, f"tsm_kernel_{i}", schedule) for i, g in enumerate(groups)]
+    timings.append(("lower", time.perf_counter() - start))
+    plan, blob = _make_plan(graph, groups, funcs, tgt)
+    start = time.perf_counter()
+    kernels = codegen(funcs, tgt)
+    timings.append(("codegen", time.perf_counter() - start))
+    return CompiledModule(graph, funcs, plan, blob, kernels, tgt, timings)
+
+
+def _schedule_fn(tgt: Target) -> Callable[..., Any]:
+    if tgt.family == "cpu":
+        return schedule_cpu
+    from importlib import import_module
+
+    gpu = import_module("tensorsmith.ir.schedules.gpu")
+    return gpu.schedule_gpu
+
+
+def _bind_params(graph: Graph, params: Mapping[str, np.ndarray]) -> Graph:
+    if not params:
+        return graph
+    by_name = {c.name: c for c in graph.constants()}
+    for name, array in params.items():
+        c = by_name.get(name)
+        if c is None:
+            continue
+        a = np.asarray(array)
+        if tuple(a.shape) != c.shape or str(a.dtype) != c.dtype:
+            raise ModelError(f"param '{name}' has {a.dtype}{list(a.shape)} but the model "
+                             f"expects {c.dtype}{list(c.shape)}")
+        c.data = np.ascontiguousarray(a)
+    return graph
+
+
+def _copy_passthrough_outputs(graph: Graph) -> None:
+    """A graph output that is a graph input needs a kernel to copy it into its own buffer."""
+    input_ids = {v.uid for v in graph.inputs}
+    for i, v in enumerate(graph.outputs):
+        if v.uid in input_ids:
+            out = Value(f"{v.name}_out", v.shape, v.dtype)
+            node = Node("copy", [v], [out], {}, f"copy_{v.name}")
+            out.producer = node
+            graph.nodes.append(node)
+            graph.outputs[i] = out
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Target
+               ) -> tuple[dict[str, Any], bytes]:
+    buffers: list[dict[str, Any]] = []
+    buffer_of: dict[Any, int] = {}
+    # Weights: every constant read by a kernel or returned, packed 64-byte aligned.
+    chunks: list[bytes] = []
+    offset = 0
+    for c in graph.constants():
+        assert c.data is not None
+        raw = np.ascontiguousarray(c.data).tobytes()
+        buffer_of[c.uid] = len(buffers)
+        buffers.append({"kind": "param", "offset": offset, "nbytes": len(raw), "name": c.name})
+        pad = _align(len(raw)) - len(raw)
+        chunks.append(raw + b"\0" * pad)
+        offset += len(raw) + pad
+    blob = b"".join(chunks)
+    # Workspace: inputs (pinned), group outputs and kernel scratch, by lifetime.
+    sizes: dict[Any, int] = {}
+    first: dict[Any, int] = {}
+    last: dict[Any, int] = {}
+    end = len(groups)
+    for v in graph.inputs:
+        sizes[v.uid], first[v.uid], last[v.uid] = v.nbytes, -1, end
+    for step, (g, f) in enumerate(zip(groups, funcs)):
+        for v in g.outputs:
+            sizes[v.uid], first[v.uid], last[v.uid] = v.nbytes, step, step
+        for k, buf in enumerate(f.scratch):
+            key = ("scratch", step, k)
+            sizes[key], first[key], last[key] = buf.nbytes, step, step
+        for v in g.inputs:
+            if v.uid in last:
+                last[v.uid] = max(last[v.uid], step)
+    for v in graph.outputs:
+        if v.uid in last:
+            last[v.uid] = end
+    mem = plan_memory(sizes, first, last, pinned={v.uid for v in graph.inputs})
+    for key, off in mem.offsets.items():
+        buffer_of[key] = len(buffers)
+        buffers.append({"kind": "workspace", "offset": off, "nbytes": sizes[key]})
+    steps = []
+    for step, (g, f) in enumerate(zip(groups, funcs)):
+        args = [buffer_of[v.uid] for v in g.inputs] + [buffer_of[v.uid] for v in g.outputs]
+        args += [buffer_of[("scratch", step, k)] for k in range(len(f.scratch))]
+        steps.append({"kernel": f.name, "name": g.name, "args": args})
+
+    def io(v: Value) -> dict[str, Any]:
+        return {"name": v.name, "shape": list(v.shape), "dtype": v.dtype,
+                "buffer": buffer_of[v.uid]}
+
+    plan = {
+        "target": str(tgt),
+        "inputs": [io(v) for v in graph.inputs],
+        "outputs": [io(v) for v in graph.outputs],
+        "kernels": [{"name": f.name, "ops": f.attrs.get("ops", []),
+                     "nodes": f.attrs.get("nodes", [])} for f in funcs],
+        "steps": steps,
+        "buffers": buffers,
+        "workspace_bytes": mem.workspace_bytes,
+        "params_bytes": len(blob),
+        "memory": {"planned_bytes": mem.workspace_bytes, "unplanned_bytes": mem.naive_bytes},
+        "producer": _versions(),
+    }
+    return plan, blob
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for dist in ("tensorsmith-ir", "tensorsmith-runtime", "tensorsmith-frontend-onnx",
+                 "tensorsmith-codegen-llvm", "tensorsmith-codegen-spirv",
+                 "tensorsmith-codegen-opencl"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            continue
+    return out

@@ -1,0 +1,70 @@
+"""Building graphs node by node with type inference and errors that name the node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import ModelError, ShapeError
+from .graph import Graph, Node, Value
+from .op_registry import TensorType, get_op
+
+
+class GraphBuilder:
+    """Appends nodes in order; each output's type comes from the op's ``infer``.
+
+    ``where`` (e.g. "node 'fc1' (MatMul, opset 17)") is prefixed to every shape error so
+    the user learns which node of *their* model is at fault.
+    """
+
+    def __init__(self, name: str = "main") -> None:
+        self.name = name
+        self.inputs: list[Value] = []
+        self.nodes: list[Node] = []
+        self._names: set[str] = set()
+
+    def unique(self, name: str) -> str:
+        base, n = name or "v", 0
+        while name in self._names or not name:
+            n += 1
+            name = f"{base}_{n}"
+        self._names.add(name)
+        return name
+
+    def input(self, name: str, shape: tuple[int, ...], dtype: str) -> Value:
+        v = Value(self.unique(name), tuple(int(d) for d in shape), dtype)
+        self.inputs.append(v)
+        return v
+
+    def constant(self, name: str, data: np.ndarray | float | int) -> Value:
+        return Graph.constant(self.unique(name), np.asarray(data))
+
+    def add(self, op: str, inputs: list[Value], attrs: dict[str, Any] | None = None,
+            name: str = "", out_names: list[str] | None = None, where: str = "") -> list[Value]:
+        opdef = get_op(op)
+        attrs = dict(attrs or {})
+        lo, hi = opdef.num_inputs
+        where = where or f"node '{name}' ({op})"
+        if not lo <= len(inputs) <= hi:
+            raise ModelError(f"{where}: takes {lo}..{hi} inputs, got {len(inputs)}")
+        try:
+            types = opdef.infer([TensorType(v.shape, v.dtype) for v in inputs], attrs)
+        except ShapeError as e:
+            shapes = ", ".join(f"{v.name}: {v.dtype}{list(v.shape)}" for v in inputs)
+            raise ShapeError(f"{where}: {e} (inputs {shapes})") from None
+        node = Node(op, list(inputs), [], attrs, name or op)
+        for i, t in enumerate(types):
+            oname = out_names[i] if out_names and i < len(out_names) else f"{name or op}_{i}"
+            node.outputs.append(Value(self.unique(oname), t.shape, t.dtype, producer=node))
+        self.nodes.append(node)
+        return node.outputs
+
+    def add1(self, op: str, inputs: list[Value], attrs: dict[str, Any] | None = None,
+             name: str = "", where: str = "") -> Value:
+        return self.add(op, inputs, attrs, name, where=where)[0]
+
+    def finish(self, outputs: list[Value]) -> Graph:
+        g = Graph(list(self.inputs), list(self.nodes), list(outputs), self.name)
+        g.verify()
+        return g

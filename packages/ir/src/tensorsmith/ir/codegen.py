@@ -1,0 +1,36 @@
+"""The codegen plug-in interface.
+
+A codegen distribution registers ``codegen(functions, target) -> Kernels`` under the
+entry-point group ``tensorsmith.codegen``, named by target kind. This package imports
+none of them: installing ``tensorsmith-codegen-spirv`` is what makes ``vulkan`` exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import Any, Protocol
+
+from .errors import TargetError
+from .target import PROVIDERS, Target
+from .te.stmt import PrimFunc
+
+
+class Kernels(Protocol):
+    """What a codegen returns: compiled kernels that can be written into an artifact."""
+
+    def export(self, path: str, plan: dict[str, Any], params: bytes) -> None:
+        """Write the artifact at ``path``; ``plan`` is the metadata (execution plan)."""
+
+
+CodegenFn = Callable[[list[PrimFunc], Target], Kernels]
+
+
+def get_codegen(target: Target) -> CodegenFn:
+    for ep in entry_points(group="tensorsmith.codegen"):
+        if ep.name == target.kind:
+            fn: CodegenFn = ep.load()
+            return fn
+    provider = PROVIDERS.get(target.kind, "a tensorsmith codegen distribution")
+    raise TargetError(f"target {target.kind!r} is not available: install {provider} "
+                      f"(pip install {provider})")

@@ -1,0 +1,136 @@
+"""The graph IR: a typed SSA dataflow graph of ops over tensors with static shapes.
+
+A :class:`Graph` owns its nodes in topological order. Every :class:`Value` is produced
+exactly once: by the graph's inputs, by a constant (its data rides along), or by one
+output slot of a :class:`Node`. Nodes name ops of the registry in :mod:`.op_registry`;
+the registry gives each op its type inference, NumPy reference and tensor compute.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import ModelError
+
+_ids = itertools.count()
+
+
+@dataclass(eq=False)
+class Value:
+    """One tensor in the graph. ``data`` is set for constants (weights included)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    producer: Node | None = None
+    data: np.ndarray | None = None
+    uid: int = field(default_factory=lambda: next(_ids))
+
+    @property
+    def is_constant(self) -> bool:
+        return self.data is not None
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+    def __repr__(self) -> str:
+        return f"%{self.name}: {self.dtype}{list(self.shape)}"
+
+
+@dataclass(eq=False)
+class Node:
+    """An application of a registered op; ``name`` keeps the source model's node name."""
+
+    op: str
+    inputs: list[Value]
+    outputs: list[Value]
+    attrs: dict[str, Any]
+    name: str
+
+    def __repr__(self) -> str:
+        return f"Node({self.op} {self.name!r})"
+
+
+class Graph:
+    """A whole model: inputs, topologically ordered nodes, outputs."""
+
+    def __init__(self, inputs: list[Value], nodes: list[Node], outputs: list[Value],
+                 name: str = "main") -> None:
+        self.inputs = inputs
+        self.nodes = nodes
+        self.outputs = outputs
+        self.name = name
+
+    # -- construction -------------------------------------------------------------
+    @staticmethod
+    def constant(name: str, data: np.ndarray) -> Value:
+        data = np.ascontiguousarray(data)
+        return Value(name, tuple(int(d) for d in data.shape), str(data.dtype), data=data)
+
+    # -- queries --------------------------------------------------------------------
+    def constants(self) -> list[Value]:
+        """Constants read by nodes or returned as outputs, in first-use order."""
+        seen: dict[int, Value] = {}
+        for node in self.nodes:
+            for v in node.inputs:
+                if v.is_constant:
+                    seen.setdefault(v.uid, v)
+        for v in self.outputs:
+            if v.is_constant:
+                seen.setdefault(v.uid, v)
+        return list(seen.values())
+
+    def consumers(self) -> dict[int, list[Node]]:
+        """Map from value uid to the nodes that read it."""
+        users: dict[int, list[Node]] = {}
+        for node in self.nodes:
+            for v in node.inputs:
+                users.setdefault(v.uid, []).append(node)
+        return users
+
+    def copy(self) -> Graph:
+        """A structural copy: new Node and Value objects, constant data shared."""
+        vmap: dict[int, Value] = {}
+
+        def clone(v: Value) -> Value:
+            if v.uid not in vmap:
+                vmap[v.uid] = Value(v.name, v.shape, v.dtype, data=v.data)
+            return vmap[v.uid]
+
+        inputs = [clone(v) for v in self.inputs]
+        nodes = []
+        for n in self.nodes:
+            new = Node(n.op, [clone(v) for v in n.inputs], [], dict(n.attrs), n.name)
+            for v in n.outputs:
+                c = clone(v)
+                c.producer = new
+                new.outputs.append(c)
+            nodes.append(new)
+        return Graph(inputs, nodes, [clone(v) for v in self.outputs], self.name)
+
+    def verify(self) -> None:
+        """Check SSA and topological order; raises ModelError naming the offending node."""
+        defined = {v.uid for v in self.inputs}
+        for node in self.nodes:
+            for v in node.inputs:
+                if not v.is_constant and v.uid not in defined:
+                    raise ModelError(f"node '{node.name}' ({node.op}) reads '{v.name}' "
+                                     "before it is produced")
+            for v in node.outputs:
+                if v.uid in defined:
+                    raise ModelError(f"value '{v.name}' is produced twice "
+                                     f"(again by node '{node.name}')")
+                defined.add(v.uid)
+        for v in self.outputs:
+            if not v.is_constant and v.uid not in defined:
+                raise ModelError(f"graph output '{v.name}' is never produced")
+
+    def __str__(self) -> str:
+        from .text import print_graph
+
+        return print_graph(self)

@@ -1,0 +1,32 @@
+"""The result of ``build``: optimized graph, kernels, plan and weights, ready to export."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from .graph import Graph
+from .target import Target
+from .te.stmt import PrimFunc
+
+
+@dataclass
+class CompiledModule:
+    graph: Graph
+    funcs: list[PrimFunc]
+    plan: dict[str, Any]
+    params: bytes
+    kernels: Any
+    target: Target
+    timings: list[tuple[str, float]] = field(default_factory=list)
+
+    def export_library(self, path: str | os.PathLike) -> None:
+        """Write the one-file artifact (see docs/artifact.md)."""
+        self.kernels.export(os.fspath(path), self.plan, self.params)
+
+    def get_source(self, kind: str = "tir") -> str:
+        """Tensor IR text (``tir``) or the codegen's own source (``llvm``, ``spirv``...)."""
+        if kind == "tir":
+            return "\n".join(str(f) for f in self.funcs)
+        return self.kernels.source(kind)

@@ -1,0 +1,107 @@
+"""Operator fusion: partition the graph's nodes into groups that become one kernel each.
+
+Rules by fusion pattern (the ops' ``Pattern``), applied in topological order:
+- an elementwise or broadcast node joins the group of a producer whose every output is
+  consumed by this node alone (epilogues: matmul+add+relu, reduction+divide, chains);
+- an injective node joins such a group when the group holds no reduction or
+  out-elementwise-fusable anchor (data movement before an anchor stays cheap and
+  inlinable; after one it would force the anchor's result through scratch memory twice);
+- a reduction joins such a group when the group is elementwise/injective only
+  (prologues: exp -> sum);
+- opaque ops and out-elementwise-fusable anchors (matmul, conv) start their own group.
+Joining only producers whose outputs have no other consumer guarantees the groups form
+a DAG, so running the groups in creation order is a valid schedule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..graph import Graph, Node, Value
+from ..op_registry import Pattern, get_op
+
+
+@dataclass(eq=False)
+class FusedGroup:
+    nodes: list[Node] = field(default_factory=list)
+    inputs: list[Value] = field(default_factory=list)
+    outputs: list[Value] = field(default_factory=list)
+
+    @property
+    def pattern(self) -> Pattern:
+        return max(get_op(n.op).pattern for n in self.nodes)
+
+    @property
+    def name(self) -> str:
+        ops = []
+        for n in self.nodes:
+            if n.op not in ops:
+                ops.append(n.op)
+        return "fused_" + "_".join(ops[:4])
+
+
+def _can_join(node_pattern: Pattern, group_pattern: Pattern) -> bool:
+    if node_pattern <= Pattern.BROADCAST:
+        return True
+    if node_pattern == Pattern.INJECTIVE:
+        return group_pattern <= Pattern.INJECTIVE
+    if node_pattern == Pattern.REDUCTION:
+        return group_pattern <= Pattern.INJECTIVE
+    return False
+
+
+def fuse_ops(graph: Graph, enabled: bool = True) -> list[FusedGroup]:
+    consumers = graph.consumers()
+    output_ids = {v.uid for v in graph.outputs}
+    group_of: dict[int, FusedGroup] = {}  # node id -> group
+    groups: list[FusedGroup] = []
+    for node in graph.nodes:
+        target = None
+        pattern = get_op(node.op).pattern
+        if enabled:
+            for v in node.inputs:
+                if v.producer is None or v.is_constant:
+                    continue
+                g = group_of.get(id(v.producer))
+                if g is None or not _can_join(pattern, g.pattern):
+                    continue
+                if _sole_consumer(g, node, consumers, output_ids):
+                    target = g
+                    break
+        if target is None:
+            target = FusedGroup()
+            groups.append(target)
+        target.nodes.append(node)
+        group_of[id(node)] = target
+    for g in groups:
+        _fill_boundary(g, consumers, output_ids)
+    return groups
+
+
+def _sole_consumer(g: FusedGroup, node: Node, consumers: dict[int, list[Node]],
+                   output_ids: set[int]) -> bool:
+    """True when every value ``g`` produces is read by members of ``g`` or ``node`` only."""
+    members = {id(n) for n in g.nodes} | {id(node)}
+    for n in g.nodes:
+        for v in n.outputs:
+            if v.uid in output_ids:
+                return False
+            if any(id(c) not in members for c in consumers.get(v.uid, [])):
+                return False
+    return True
+
+
+def _fill_boundary(g: FusedGroup, consumers: dict[int, list[Node]], output_ids: set[int]) -> None:
+    members = {id(n) for n in g.nodes}
+    produced = {v.uid for n in g.nodes for v in n.outputs}
+    seen: set[int] = set()
+    for n in g.nodes:
+        for v in n.inputs:
+            if v.uid not in produced and v.uid not in seen:
+                seen.add(v.uid)
+                g.inputs.append(v)
+    for n in g.nodes:
+        for v in n.outputs:
+            external = any(id(c) not in members for c in consumers.get(v.uid, []))
+            if external or v.uid in output_ids:
+                g.outputs.append(v)

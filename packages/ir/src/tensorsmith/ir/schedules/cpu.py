@@ -1,0 +1,99 @@
+"""Default CPU schedules.
+
+Rules, per stage of a fused kernel:
+- non-output, non-reduction stages are inlined into their readers;
+- a reduction whose output's last axis is also the last index of an input it reads
+  (matmul's ``B[k, j]``) runs as ``[outer spatial] jo, k, ji``: the innermost loop
+  walks contiguous memory on both sides and LLVM vectorizes it;
+- otherwise (reductions along the contiguous axis, elementwise outputs) the spatial
+  axes are fused into one loop, which the thread pool splits into contiguous chunks —
+  each chunk is a unit-stride loop LLVM vectorizes;
+- loops run in parallel only when the stage does enough work to pay for the wake-up.
+"""
+
+from __future__ import annotations
+
+from ..te.expr import Load, Var
+from ..te.schedule import Schedule, Stage
+from ..te.tensor import Tensor
+from ..te.visit import walk
+
+PARALLEL_MIN_WORK = 1 << 15
+VECTOR_BLOCK = 64
+
+
+def schedule_cpu(outputs: list[Tensor], num_threads: int = 0) -> Schedule:
+    s = Schedule(outputs)
+    out_ids = {t.uid for t in outputs}
+    for st in s.stages:
+        op = st.tensor.op
+        assert op is not None
+        if st.tensor.uid not in out_ids and not op.reduce_axes:
+            s.compute_inline(st.name)
+        elif op.reduce_axes:
+            _schedule_reduction(s, st)
+        else:
+            _schedule_elementwise(s, st)
+    return s
+
+
+def _work(st: Stage) -> int:
+    n = 1
+    for leaf in st.leaves:
+        n *= leaf.extent
+    return n
+
+
+def _fuse_all(s: Schedule, st: Stage, names: list[str]) -> str | None:
+    if not names:
+        return None
+    fused = names[0]
+    for name in names[1:]:
+        fused = s.fuse(st.name, fused, name)
+    return fused
+
+
+def _schedule_elementwise(s: Schedule, st: Stage) -> None:
+    fused = _fuse_all(s, st, [lf.name for lf in st.leaves])
+    if fused is not None and _work(st) >= PARALLEL_MIN_WORK:
+        s.parallel(st.name, fused)
+
+
+def _inner_block(extent: int) -> int:
+    """A block for the vector loop that divides ``extent`` when it can (no tail guard)."""
+    if extent <= 2 * VECTOR_BLOCK:
+        return extent
+    for f in range(VECTOR_BLOCK, 15, -16):
+        if extent % f == 0:
+            return f
+    return VECTOR_BLOCK
+
+
+def _last_axis_contiguous(st: Stage) -> bool:
+    op = st.tensor.op
+    assert op is not None
+    last = op.axes[-1].var if op.axes else None
+    if last is None or op.axes[-1].extent == 1:
+        return False
+    for e in walk(op.body):
+        if isinstance(e, Load) and e.indices and isinstance(e.indices[-1], Var):
+            if e.indices[-1] is last:
+                return True
+    return False
+
+
+def _schedule_reduction(s: Schedule, st: Stage) -> None:
+    op = st.tensor.op
+    assert op is not None
+    spatial = [a.var.name for a in op.axes]
+    reduce = [a.var.name for a in op.reduce_axes]
+    work = _work(st)
+    if _last_axis_contiguous(st):
+        jo, ji = s.split(st.name, spatial[-1], _inner_block(op.axes[-1].extent))
+        outer = [*spatial[:-1], jo]
+        s.reorder(st.name, *outer, *reduce, ji)
+        fused = _fuse_all(s, st, outer)
+    else:
+        fused = _fuse_all(s, st, spatial)
+    if fused is not None and work >= PARALLEL_MIN_WORK and st.leaf(fused).extent > 1:
+        s.parallel(st.name, fused)

@@ -1,0 +1,181 @@
+"""Lowering: a scheduled compute graph becomes one tensor-IR function (a loop nest per stage).
+
+Each non-inlined stage becomes a loop nest over its leaves. Root axes are recovered from
+the leaves through the split/fuse relations; where a split does not divide its axis, the
+body is guarded. A reduction's initialisation is emitted just outside the outermost
+reduce loop, over the spatial loops nested below it, so any loop order stays correct.
+Inlined stages are substituted into their readers. Stages that are neither inlined nor
+arguments become scratch buffers appended to the function's parameters: the graph's
+memory plan places them in the one workspace, so a kernel never allocates.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .expr import Const, Expr, Load, Reduce, Var, as_expr, binary, const, maximum, minimum
+from .schedule import Fuse, Leaf, Schedule, Split, Stage
+from .simplify import simplify
+from .stmt import Buffer, For, IfThenElse, PrimFunc, Seq, Stmt, Store
+from .tensor import Tensor
+from .visit import rewrite, substitute
+
+def flat_index(shape: tuple[int, ...], indices: tuple[Expr, ...]) -> Expr:
+    """Row-major flat index; constant strides fold away in the expression builders."""
+    index: Expr = const(0)
+    for extent, i in zip(shape, indices):
+        index = index * extent + i
+    return index
+
+
+def combine(combiner: str, acc: Expr, value: Expr) -> Expr:
+    if combiner == "sum":
+        return acc + value
+    if combiner == "prod":
+        return acc * value
+    if combiner == "max":
+        return maximum(acc, value)
+    if combiner == "min":
+        return minimum(acc, value)
+    raise ValueError(f"unknown reduction {combiner}")
+
+
+def identity(combiner: str, dtype: str) -> Expr:
+    """The value a reduction starts from: 0, 1, or the dtype's lowest/highest value."""
+    if combiner in ("sum", "prod"):
+        one = 1 if combiner == "prod" else 0
+        return const(float(one) if dtype.startswith("float") else one, dtype)
+    if dtype.startswith("float"):
+        return const(float("-inf") if combiner == "max" else float("inf"), dtype)
+    lo, hi = (0, 1) if dtype == "bool" else (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
+    return const(lo if combiner == "max" else hi, dtype)
+
+
+class _Lowerer:
+    def __init__(self, sched: Schedule, buffers: dict[int, Buffer]) -> None:
+        self.sched = sched
+        self.buffers = buffers  # tensor uid -> buffer, for every materialised tensor
+        self.inlined = {st.tensor.uid: st for st in sched.stages if st.inline}
+        self.bounds: dict[int, tuple[int, int]] = {}
+
+    def expr(self, e: Expr) -> Expr:
+        """Replace tensor reads by flat buffer loads, substituting inlined stages."""
+
+        def visit(x: Expr) -> Expr | None:
+            if not isinstance(x, Load) or not isinstance(x.buffer, Tensor):
+                return None
+            t = x.buffer
+            indices = tuple(self.expr(i) for i in x.indices)
+            if t.uid in self.inlined:
+                op = t.op
+                assert op is not None
+                body = substitute(op.body, {id(a.var): i for a, i in zip(op.axes, indices)})
+                return self.expr(body)
+            buf = self.buffers[t.uid]
+            return Load(buf, (simplify(flat_index(t.shape, indices), self.bounds),), t.dtype)
+
+        return rewrite(e, visit)
+
+    def stage(self, st: Stage) -> Stmt:
+        op = st.tensor.op
+        assert op is not None
+        values, guards = _root_values(st)
+        self.bounds = {id(lf.var): (0, lf.extent - 1) for lf in _all_leaves(st)}
+        guards = [g for g in (simplify(g, self.bounds) for g in guards)
+                  if not (isinstance(g, Const) and g.value)]
+        out = self.buffers[st.tensor.uid]
+        index = simplify(flat_index(st.tensor.shape, tuple(values[id(a.var)] for a in op.axes)),
+                         self.bounds)
+        body = op.body
+        if isinstance(body, Reduce):
+            inner = substitute(body.body, values)
+            update: Stmt = Store(out, index, combine(body.combiner, Load(out, (index,),
+                                 out.dtype), self.expr(inner)))
+            update = _guard(update, guards)
+            first = next(i for i, lf in enumerate(st.leaves) if lf.reduce)
+            init_leaves = [lf for lf in st.leaves[first:] if not lf.reduce]
+            spatial_guards = [g for g in guards if not _mentions_reduce(g, st)]
+            init = _guard(Store(out, index, identity(body.combiner, out.dtype)), spatial_guards)
+            init = _nest(init_leaves, init, vector_ok=True)
+            main = _nest(st.leaves[first:], update)
+            return _nest(st.leaves[:first], Seq([init, main]))
+        value = self.expr(substitute(body, values))
+        return _nest(st.leaves, _guard(Store(out, index, value), guards))
+
+
+def _mentions_reduce(cond: Expr, st: Stage) -> bool:
+    from .visit import free_vars
+
+    reduce_vars = {id(lf.var) for lf in _all_leaves(st) if lf.reduce}
+    return any(id(v) in reduce_vars for v in free_vars(cond))
+
+
+def _all_leaves(st: Stage) -> list[Leaf]:
+    out = list(st.leaves)
+    for r in st.relations:
+        out += [r.parent, r.outer, r.inner] if isinstance(r, Split) else [r.outer, r.inner,
+                                                                            r.fused]
+    return out
+
+
+def _root_values(st: Stage) -> tuple[dict[int, Expr], list[Expr]]:
+    """Express each root axis through the leaves; also the guards non-dividing splits need."""
+    value: dict[int, Expr] = {id(lf.var): const(0) if lf.extent == 1 else lf.var
+                              for lf in st.leaves}
+    guards: list[Expr] = []
+    for rel in reversed(st.relations):
+        if isinstance(rel, Split):
+            v = value[id(rel.outer.var)] * rel.factor + value[id(rel.inner.var)]
+            value[id(rel.parent.var)] = v
+            if rel.parent.extent % rel.factor:
+                guards.append(v < rel.parent.extent)
+        elif isinstance(rel, Fuse):
+            f = value[id(rel.fused.var)]
+            value[id(rel.outer.var)] = f // rel.inner.extent if rel.outer.extent > 1 else const(0)
+            value[id(rel.inner.var)] = f % rel.inner.extent if rel.outer.extent > 1 else f
+    # Guards refer to leaves only after substitution of intermediate relations.
+    return {id(v): value[id(lf.var)] for v, lf in _root_vars(st)}, guards
+
+
+def _root_vars(st: Stage) -> list[tuple[Var, Leaf]]:
+    op = st.tensor.op
+    assert op is not None
+    return [(a.var, st.roots[id(a.var)]) for a in (*op.axes, *op.reduce_axes)]
+
+
+def _guard(s: Stmt, guards: list[Expr]) -> Stmt:
+    if not guards:
+        return s
+    cond = guards[0]
+    for g in guards[1:]:
+        cond = binary("and", cond, g)
+    return IfThenElse(cond, s)
+
+
+def _nest(leaves: list[Leaf], body: Stmt, vector_ok: bool = True) -> Stmt:
+    for lf in reversed(leaves):
+        kind = lf.kind if vector_ok or lf.kind != "vectorized" else "serial"
+        body = For(lf.var, lf.extent, kind, body)
+    return body
+
+
+def lower(sched: Schedule, inputs: list[Tensor], outputs: list[Tensor],
+          name: str = "kernel") -> PrimFunc:
+    """Lower ``sched`` into a function taking ``inputs``, then ``outputs``, then scratch."""
+    buffers: dict[int, Buffer] = {}
+    params: list[Buffer] = []
+    for t in [*inputs, *outputs]:
+        buf = Buffer(t.name, t.shape, t.dtype)
+        buffers[t.uid] = buf
+        params.append(buf)
+    for st in sched.stages:
+        if not st.inline and st.tensor.uid not in buffers:
+            buf = Buffer(st.tensor.name, st.tensor.shape, st.tensor.dtype)
+            buffers[st.tensor.uid] = buf
+            params.append(buf)
+    low = _Lowerer(sched, buffers)
+    body = Seq([low.stage(st) for st in sched.stages if not st.inline])
+    return PrimFunc(name, params, body, len(inputs), len(outputs))
+
+
+__all__ = ["as_expr", "flat_index", "lower"]

@@ -1,0 +1,218 @@
+"""Schedules: how the loops of each compute stage run.
+
+A schedule is a list of :class:`Step` records (plain, JSON-serializable data) applied to
+the stages of a compute graph. The default schedules, the auto-tuner's candidates and the
+tuning records all speak this one language, so a record replays exactly what was
+measured. Every step refers to stages by tensor name and to loops by leaf name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .expr import INDEX, IterVar, Var
+from .tensor import Tensor
+
+
+@dataclass(eq=False)
+class Leaf:
+    """A loop of a stage as it will be emitted (a root axis, or a product of split/fuse)."""
+
+    var: Var
+    extent: int
+    reduce: bool
+    kind: str = "serial"
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+    def __repr__(self) -> str:
+        return f"{self.name}<{self.extent}{', ' + self.kind if self.kind != 'serial' else ''}>"
+
+
+@dataclass(frozen=True)
+class Split:
+    parent: Leaf
+    outer: Leaf
+    inner: Leaf
+    factor: int
+
+
+@dataclass(frozen=True)
+class Fuse:
+    outer: Leaf
+    inner: Leaf
+    fused: Leaf
+
+
+@dataclass(frozen=True)
+class Step:
+    """One schedule primitive: ``kind`` applied to ``stage`` with JSON-able ``args``."""
+
+    kind: str
+    stage: str
+    args: tuple[Any, ...] = ()
+
+    def to_json(self) -> list[Any]:
+        return [self.kind, self.stage, list(self.args)]
+
+    @staticmethod
+    def from_json(data: list[Any]) -> Step:
+        return Step(data[0], data[1], tuple(data[2]))
+
+
+@dataclass(eq=False)
+class Stage:
+    """The loop structure of one compute tensor."""
+
+    tensor: Tensor
+    leaves: list[Leaf]
+    roots: dict[int, Leaf]  # IterVar var id -> its root leaf
+    relations: list[Split | Fuse] = field(default_factory=list)
+    inline: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.tensor.name
+
+    def leaf(self, name: str) -> Leaf:
+        for leaf in self.leaves:
+            if leaf.name == name:
+                return leaf
+        raise KeyError(f"stage {self.name} has no loop {name!r}; loops: "
+                       f"{[x.name for x in self.leaves]}")
+
+
+class Schedule:
+    """Stages of a compute graph, in producer-before-consumer order, and the steps applied."""
+
+    def __init__(self, outputs: list[Tensor]) -> None:
+        self.outputs = outputs
+        self.stages: list[Stage] = []
+        self.steps: list[Step] = []
+        seen: set[int] = set()
+        for t in outputs:
+            self._visit(t, seen)
+
+    def _visit(self, t: Tensor, seen: set[int]) -> None:
+        if t.uid in seen or t.op is None:
+            return
+        seen.add(t.uid)
+        for producer in input_tensors(t):
+            self._visit(producer, seen)
+        axes: list[IterVar] = [*t.op.axes, *t.op.reduce_axes]
+        leaves = [Leaf(a.var, a.extent, a.reduce) for a in axes]
+        self.stages.append(Stage(t, leaves, {id(a.var): lf for a, lf in zip(axes, leaves)}))
+
+    def __getitem__(self, key: Tensor | str) -> Stage:
+        name = key if isinstance(key, str) else key.name
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(f"no stage named {name!r}")
+
+    # -- primitives: each records itself as a Step, then acts --------------------------
+    def apply(self, step: Step) -> Any:
+        self.steps.append(step)
+        stage = self[step.stage]
+        return getattr(self, f"_{step.kind}")(stage, *step.args)
+
+    def split(self, stage: Tensor | str, leaf: str, factor: int) -> tuple[str, str]:
+        return self.apply(Step("split", _name(stage), (leaf, int(factor))))
+
+    def fuse(self, stage: Tensor | str, outer: str, inner: str) -> str:
+        return self.apply(Step("fuse", _name(stage), (outer, inner)))
+
+    def reorder(self, stage: Tensor | str, *order: str) -> None:
+        self.apply(Step("reorder", _name(stage), tuple(order)))
+
+    def annotate(self, stage: Tensor | str, leaf: str, kind: str) -> None:
+        """Mark a loop parallel, vectorized, unrolled or bound to a GPU index."""
+        self.apply(Step("annotate", _name(stage), (leaf, kind)))
+
+    def parallel(self, stage: Tensor | str, leaf: str) -> None:
+        self.annotate(stage, leaf, "parallel")
+
+    def vectorize(self, stage: Tensor | str, leaf: str) -> None:
+        self.annotate(stage, leaf, "vectorized")
+
+    def unroll(self, stage: Tensor | str, leaf: str) -> None:
+        self.annotate(stage, leaf, "unrolled")
+
+    def compute_inline(self, stage: Tensor | str) -> None:
+        self.apply(Step("compute_inline", _name(stage)))
+
+    def tile(self, stage: Tensor | str, x: str, y: str, fx: int, fy: int) -> tuple[str, ...]:
+        xo, xi = self.split(stage, x, fx)
+        yo, yi = self.split(stage, y, fy)
+        self.reorder(stage, xo, yo, xi, yi)
+        return xo, yo, xi, yi
+
+    # -- implementations -----------------------------------------------------------
+    def _split(self, st: Stage, leaf_name: str, factor: int) -> tuple[str, str]:
+        parent = st.leaf(leaf_name)
+        factor = max(1, min(factor, parent.extent))
+        outer = Leaf(Var(f"{parent.name}.o", INDEX), -(-parent.extent // factor), parent.reduce)
+        inner = Leaf(Var(f"{parent.name}.i", INDEX), factor, parent.reduce)
+        i = st.leaves.index(parent)
+        st.leaves[i:i + 1] = [outer, inner]
+        st.relations.append(Split(parent, outer, inner, factor))
+        return outer.name, inner.name
+
+    def _fuse(self, st: Stage, outer_name: str, inner_name: str) -> str:
+        outer, inner = st.leaf(outer_name), st.leaf(inner_name)
+        i = st.leaves.index(outer)
+        if st.leaves[i + 1] is not inner:
+            raise ValueError(f"fuse needs adjacent loops; {outer_name} and {inner_name} are not")
+        fused = Leaf(Var(f"{outer.name}.{inner.name}", INDEX), outer.extent * inner.extent,
+                     outer.reduce)
+        st.leaves[i:i + 2] = [fused]
+        st.relations.append(Fuse(outer, inner, fused))
+        return fused.name
+
+    def _reorder(self, st: Stage, *order: str) -> None:
+        chosen = [st.leaf(n) for n in order]
+        slots = sorted(st.leaves.index(c) for c in chosen)
+        for slot, leaf in zip(slots, chosen):
+            st.leaves[slot] = leaf
+
+    def _annotate(self, st: Stage, leaf_name: str, kind: str) -> None:
+        st.leaf(leaf_name).kind = kind
+
+    def _compute_inline(self, st: Stage) -> None:
+        if st.tensor.op is not None and st.tensor.op.reduce_axes:
+            raise ValueError(f"cannot inline reduction stage {st.name}")
+        if st.tensor in self.outputs:
+            raise ValueError(f"cannot inline output stage {st.name}")
+        st.inline = True
+
+
+def _name(stage: Tensor | str) -> str:
+    return stage if isinstance(stage, str) else stage.name
+
+
+def input_tensors(t: Tensor) -> list[Tensor]:
+    """Tensors read by ``t``'s compute body, in first-read order."""
+    from .visit import collect_loads
+
+    if t.op is None:
+        return []
+    out: dict[int, Tensor] = {}
+    for load in collect_loads(t.op.body):
+        if isinstance(load.buffer, Tensor):
+            out.setdefault(load.buffer.uid, load.buffer)
+    return list(out.values())
+
+
+def create_schedule(outputs: Tensor | list[Tensor]) -> Schedule:
+    return Schedule([outputs] if isinstance(outputs, Tensor) else list(outputs))
+
+
+def replay(outputs: list[Tensor], steps: list[Step]) -> Schedule:
+    """Rebuild a schedule from recorded steps (how tuning records are applied)."""
+    s = create_schedule(outputs)
+    for step in steps:
+        s.apply(step)
+    return s

@@ -1,0 +1,102 @@
+"""Statements of the tensor IR: loop nests over flat buffers.
+
+This is what schedules lower to and what every codegen consumes. Buffers are flat and
+row-major; a ``Load`` of a :class:`Buffer` carries one flat index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .expr import Expr, Var
+
+LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled", "blockIdx.x", "blockIdx.y",
+              "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
+
+
+@dataclass(eq=False)
+class Buffer:
+    """A flat, row-major region of memory; ``scope`` is global, shared or local."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    scope: str = "global"
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * np.dtype(self.dtype).itemsize
+
+    def __repr__(self) -> str:
+        return f"{self.name}: {self.dtype}{list(self.shape)}"
+
+
+class Stmt:
+    """Base of statements."""
+
+
+@dataclass(eq=False)
+class For(Stmt):
+    var: Var
+    extent: int
+    kind: str
+    body: Stmt
+
+
+@dataclass(eq=False)
+class Store(Stmt):
+    buffer: Buffer
+    index: Expr
+    value: Expr
+
+
+@dataclass(eq=False)
+class Seq(Stmt):
+    stmts: list[Stmt]
+
+
+@dataclass(eq=False)
+class IfThenElse(Stmt):
+    cond: Expr
+    then: Stmt
+    otherwise: Stmt | None = None
+
+
+@dataclass(eq=False)
+class Allocate(Stmt):
+    """A scratch buffer that lives for ``body`` (registers/stack or workgroup memory)."""
+
+    buffer: Buffer
+    body: Stmt
+
+
+@dataclass(eq=False)
+class Barrier(Stmt):
+    """Workgroup barrier on GPU targets; a no-op on the CPU."""
+
+
+@dataclass(eq=False)
+class PrimFunc:
+    """A kernel: parameters are buffers (inputs, outputs, then workspace scratch)."""
+
+    name: str
+    params: list[Buffer]
+    body: Stmt
+    num_inputs: int
+    num_outputs: int
+    attrs: dict = field(default_factory=dict)
+
+    @property
+    def scratch(self) -> list[Buffer]:
+        return self.params[self.num_inputs + self.num_outputs:]
+
+    def __str__(self) -> str:
+        from .printer import print_func
+
+        return print_func(self)

@@ -1,0 +1,72 @@
+"""Generic traversal and substitution of expressions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from .expr import Binary, Call, Cast, Const, Expr, Load, Reduce, Select, Var, binary, call, cast, select
+
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    if isinstance(e, Binary):
+        return (e.a, e.b)
+    if isinstance(e, Call):
+        return e.args
+    if isinstance(e, Cast):
+        return (e.value,)
+    if isinstance(e, Select):
+        return (e.cond, e.a, e.b)
+    if isinstance(e, Load):
+        return e.indices
+    if isinstance(e, Reduce):
+        return (e.body,)
+    return ()
+
+
+def walk(e: Expr) -> Iterator[Expr]:
+    yield e
+    for c in children(e):
+        yield from walk(c)
+
+
+def collect_loads(e: Expr) -> list[Load]:
+    return [x for x in walk(e) if isinstance(x, Load)]
+
+
+def rewrite(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
+    """Bottom-up rebuild: ``fn`` may return a replacement for a node (or None to keep it)."""
+    replaced = fn(e)
+    if replaced is not None:
+        return replaced
+    if isinstance(e, Binary):
+        return binary(e.op, rewrite(e.a, fn), rewrite(e.b, fn))
+    if isinstance(e, Call):
+        return call(e.fn, *[rewrite(a, fn) for a in e.args], dtype=e.dtype)
+    if isinstance(e, Cast):
+        return cast(e.dtype, rewrite(e.value, fn))
+    if isinstance(e, Select):
+        return select(rewrite(e.cond, fn), rewrite(e.a, fn), rewrite(e.b, fn))
+    if isinstance(e, Load):
+        return Load(e.buffer, tuple(rewrite(i, fn) for i in e.indices), e.dtype)
+    if isinstance(e, Reduce):
+        return Reduce(e.combiner, rewrite(e.body, fn), e.axes, e.dtype)
+    return e
+
+
+def substitute(e: Expr, mapping: dict[int, Expr]) -> Expr:
+    """Replace variables (keyed by ``id(var)``) with expressions."""
+    if not mapping:
+        return e
+    return rewrite(e, lambda x: mapping.get(id(x)) if isinstance(x, Var) else None)
+
+
+def free_vars(e: Expr) -> list[Var]:
+    seen: dict[int, Var] = {}
+    for x in walk(e):
+        if isinstance(x, Var):
+            seen.setdefault(id(x), x)
+    return list(seen.values())
+
+
+def is_const(e: Expr, value: object = None) -> bool:
+    return isinstance(e, Const) and (value is None or e.value == value)

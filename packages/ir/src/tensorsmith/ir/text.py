@@ -1,0 +1,100 @@
+"""The graph's text form: readable, and parsed back by :func:`parse_graph`."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+
+from .graph import Graph, Value
+
+
+def _type(v: Value) -> str:
+    return f"{v.dtype}[{', '.join(map(str, v.shape))}]"
+
+
+def _ref(v: Value) -> str:
+    return f"%{v.name}"
+
+
+def print_graph(g: Graph) -> str:
+    """Text form. Constants print as ``const`` lines; large ones print their shape only,
+    with ``data=<elided>``, so such text parses back only with the constants supplied."""
+    lines = [f"graph {g.name}({', '.join(f'{_ref(v)}: {_type(v)}' for v in g.inputs)}) {{"]
+    for c in g.constants():
+        assert c.data is not None
+        data = json.dumps(c.data.tolist()) if c.data.size <= 16 else "<elided>"
+        lines.append(f"  {_ref(c)}: {_type(c)} = const {data}")
+    for n in g.nodes:
+        outs = ", ".join(f"{_ref(v)}: {_type(v)}" for v in n.outputs)
+        args = ", ".join(_ref(v) for v in n.inputs)
+        attrs = json.dumps(n.attrs, sort_keys=True, default=_jsonable) if n.attrs else ""
+        lines.append(f"  {outs} = {n.op}({args}){' ' + attrs if attrs else ''}  # {n.name}")
+    lines.append(f"  return {', '.join(_ref(v) for v in g.outputs)}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _jsonable(x: object) -> object:
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.generic):
+        return x.item()
+    return str(x)
+
+
+_TYPE = re.compile(r"%([^:\s]+): (\w+)\[([\d, ]*)\]")
+
+
+def _parse_type(dtype: str, dims: str) -> tuple[tuple[int, ...], str]:
+    return tuple(int(d) for d in dims.split(",") if d.strip()), dtype
+
+
+def parse_graph(text: str, constants: dict[str, np.ndarray] | None = None) -> Graph:
+    """Parse :func:`print_graph` output back into a graph (node types are re-inferred)."""
+    from .builder import GraphBuilder
+
+    lines = [ln.strip() for ln in text.strip().splitlines()]
+    header = re.match(r"graph (\S+)\((.*)\) \{$", lines[0])
+    if not header:
+        raise ValueError("text does not start with 'graph NAME(...) {'")
+    b = GraphBuilder(header.group(1))
+    env: dict[str, Value] = {}
+    for m in _TYPE.finditer(header.group(2)):
+        shape, dtype = _parse_type(m.group(2), m.group(3))
+        env[m.group(1)] = b.input(m.group(1), shape, dtype)
+    outputs: list[Value] = []
+    for ln in lines[1:]:
+        if ln == "}" or not ln:
+            continue
+        if ln.startswith("return"):
+            outputs = [env[r.strip()[1:]] for r in ln[len("return"):].split(",") if r.strip()]
+            continue
+        lhs, rhs = ln.split(" = ", 1)
+        if rhs.startswith("const "):
+            m = _TYPE.match(lhs)
+            assert m
+            shape, dtype = _parse_type(m.group(2), m.group(3))
+            payload = rhs[len("const "):]
+            name = m.group(1)
+            if payload == "<elided>":
+                if not constants or name not in constants:
+                    raise ValueError(f"constant %{name} is elided; pass it in `constants`")
+                data = np.asarray(constants[name], dtype=dtype).reshape(shape)
+            else:
+                data = np.asarray(json.loads(payload), dtype=dtype).reshape(shape)
+            env[name] = Graph.constant(name, data)
+            continue
+        call, _, comment = rhs.partition("  # ")
+        m = re.match(r"(\w+)\(([^)]*)\)\s*(.*)$", call)
+        assert m, ln
+        op, args, attrs = m.group(1), m.group(2), m.group(3)
+        ins = [env[a.strip()[1:]] for a in args.split(",") if a.strip()]
+        out_names = [t.group(1) for t in _TYPE.finditer(lhs)]
+        outs = b.add(op, ins, json.loads(attrs) if attrs else {}, name=comment.strip(),
+                     out_names=out_names)
+        for name, v in zip(out_names, outs):
+            v.name = name
+            env[name] = v
+    return b.finish(outputs)
