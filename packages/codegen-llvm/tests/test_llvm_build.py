@@ -1,0 +1,113 @@
+"""Graphs compiled for llvm, exported, loaded by the runtime, compared to the interpreter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tensorsmith.runtime as rt
+from tensorsmith.ir import GraphBuilder, build, run_graph
+
+rng = np.random.default_rng(2)
+
+
+def compile_run(graph, inputs: dict[str, np.ndarray], tmp_path: Path) -> list[np.ndarray]:  # noqa: ANN001
+    lib = build(graph, target="llvm")
+    path = tmp_path / "m.so"
+    lib.export_library(path)
+    return rt.load(path, device="cpu").run(inputs)
+
+
+def check(graph, inputs: dict[str, np.ndarray], tmp_path: Path, tol: float = 1e-5) -> None:  # noqa: ANN001
+    got = compile_run(graph, inputs, tmp_path)
+    want = run_graph(graph, inputs)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+
+
+UNARY = ["relu", "neg", "exp", "tanh", "erf", "abs", "sigmoid", "floor", "ceil"]
+
+
+@pytest.mark.parametrize("op", UNARY)
+def test_unary(op: str, tmp_path: Path) -> None:
+    b = GraphBuilder()
+    x = b.input("x", (3, 37), "float32")
+    g = b.finish([b.add1(op, [x], name=op)])
+    check(g, {"x": rng.standard_normal((3, 37)).astype("float32")}, tmp_path)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "max", "min", "lt", "eq"])
+def test_broadcast_binary(op: str, tmp_path: Path) -> None:
+    b = GraphBuilder()
+    x = b.input("x", (2, 3, 5), "float32")
+    y = b.input("y", (3, 1), "float32")
+    g = b.finish([b.add1(op, [x, y], name=op)])
+    check(g, {"x": rng.standard_normal((2, 3, 5)).astype("float32"),
+              "y": rng.uniform(0.5, 2, (3, 1)).astype("float32")}, tmp_path)
+
+
+@pytest.mark.parametrize("shape", [(1, 784, 256), (7, 33, 130), (64, 64, 300)])
+def test_matmul_bias_relu(shape: tuple[int, int, int], tmp_path: Path) -> None:
+    m, k, n = shape
+    b = GraphBuilder()
+    x = b.input("x", (m, k), "float32")
+    w = b.constant("w", rng.standard_normal((k, n)).astype("float32"))
+    c = b.constant("c", rng.standard_normal((n,)).astype("float32"))
+    h = b.add1("relu", [b.add1("add", [b.add1("matmul", [x, w], name="mm"), c], name="a")],
+               name="r")
+    check(b.finish([h]), {"x": rng.standard_normal((m, k)).astype("float32")}, tmp_path, 1e-4)
+
+
+def test_batched_matmul_broadcast(tmp_path: Path) -> None:
+    b = GraphBuilder()
+    x = b.input("x", (2, 4, 5, 6), "float32")
+    y = b.input("y", (4, 6, 3), "float32")
+    g = b.finish([b.add1("matmul", [x, y], name="bmm")])
+    check(g, {"x": rng.standard_normal((2, 4, 5, 6)).astype("float32"),
+              "y": rng.standard_normal((4, 6, 3)).astype("float32")}, tmp_path, 1e-4)
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_softmax(axis: int, tmp_path: Path) -> None:
+    b = GraphBuilder()
+    x = b.input("x", (4, 50), "float32")
+    g = b.finish([b.add1("softmax", [x], {"axis": axis}, name="sm")])
+    check(g, {"x": rng.standard_normal((4, 50)).astype("float32") * 5}, tmp_path)
+
+
+@pytest.mark.parametrize("op", ["reduce_sum", "reduce_max", "reduce_mean"])
+def test_reductions(op: str, tmp_path: Path) -> None:
+    b = GraphBuilder()
+    x = b.input("x", (3, 4, 70), "float32")
+    g = b.finish([b.add1(op, [x], {"axes": [1, 2], "keepdims": False}, name="r")])
+    check(g, {"x": rng.standard_normal((3, 4, 70)).astype("float32")}, tmp_path, 1e-4)
+
+
+def test_transpose_reshape_and_int_cast(tmp_path: Path) -> None:
+    b = GraphBuilder()
+    x = b.input("x", (2, 3, 4), "float32")
+    t = b.add1("transpose", [x], {"perm": [2, 0, 1]}, name="t")
+    r = b.add1("reshape", [t], {"shape": [4, 6]}, name="r")
+    i = b.add1("cast", [r], {"dtype": "int32"}, name="c")
+    g = b.finish([r, i])
+    check(g, {"x": rng.standard_normal((2, 3, 4)).astype("float32") * 10}, tmp_path)
+
+
+def test_output_that_is_an_input_and_a_constant_output(tmp_path: Path) -> None:
+    b = GraphBuilder()
+    x = b.input("x", (3,), "float32")
+    c = b.constant("c", np.arange(4, dtype="int64"))
+    g = b.finish([x, c])
+    check(g, {"x": np.array([1, 2, 3], "float32")}, tmp_path)
+
+
+def test_tir_and_llvm_source_available(tmp_path: Path) -> None:
+    b = GraphBuilder()
+    x = b.input("x", (8,), "float32")
+    lib = build(b.finish([b.add1("exp", [x], name="e")]), target="llvm")
+    assert "func tsm_kernel_0" in lib.get_source("tir")
+    assert "define void @\"tsm_kernel_0\"" in lib.get_source("llvm")

@@ -1,0 +1,34 @@
+"""``expand``: broadcast a tensor to a larger shape (ONNX Expand, after the importer has
+resolved its bidirectional broadcast into the final ``shape``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .. import te
+from ..op_registry import Attrs, Pattern, TensorType, check, register
+from .broadcast import broadcast_index, broadcast_shapes
+
+
+def _infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
+    x = inputs[0]
+    shape = tuple(int(d) for d in attrs["shape"])
+    check(len(shape) >= len(x.shape) and broadcast_shapes(x.shape, shape) == shape,
+          f"cannot expand {list(x.shape)} to {list(shape)}")
+    return [TensorType(shape, x.dtype)]
+
+
+def _reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
+    return [np.broadcast_to(arrays[0], tuple(attrs["shape"])).copy()]
+
+
+def _compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: str
+             ) -> list[te.Tensor]:
+    x = inputs[0]
+    return [te.compute(out[0].shape, lambda *i: x[broadcast_index(x.shape, i)], name=tag,
+                       tag="expand")]
+
+
+register("expand", Pattern.BROADCAST, _infer, _reference, _compute)

@@ -1,0 +1,102 @@
+"""``pad``: grow each axis by ``before[d]`` and ``after[d]`` elements (all >= 0).
+
+Modes follow ONNX: ``constant`` fills with ``value``, ``edge`` repeats the border element,
+``reflect`` mirrors without repeating it, ``wrap`` continues periodically. The importer
+turns ONNX's negative pads (cropping) into a ``slice`` after the pad.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .. import te
+from ..op_registry import Attrs, Pattern, TensorType, check, register
+from ..te.expr import Expr, const, maximum, minimum, select
+
+MODES = ("constant", "edge", "reflect", "wrap")
+
+
+def _infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
+    x = inputs[0]
+    before, after, mode = attrs["before"], attrs["after"], attrs.get("mode", "constant")
+    check(len(before) == len(after) == len(x.shape),
+          f"pad needs one before/after per axis of rank {len(x.shape)}, got {list(before)}, "
+          f"{list(after)}")
+    check(all(p >= 0 for p in (*before, *after)), f"pad amounts must be >= 0, got "
+          f"{list(before)}, {list(after)}")
+    check(mode in MODES, f"pad mode {mode!r} is not one of {', '.join(MODES)}")
+    for d, (b, a, n) in enumerate(zip(before, after, x.shape)):
+        if mode != "constant" and (b or a):
+            check(n > 0, f"{mode} padding of the empty axis {d}")
+        if mode == "reflect":
+            check(max(b, a) < n, f"reflect padding {max(b, a)} on axis {d} needs the axis "
+                  f"longer than it, it has {n}")
+    shape = tuple(n + b + a for n, b, a in zip(x.shape, before, after))
+    return [TensorType(shape, x.dtype)]
+
+
+def _reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
+    x = arrays[0]
+    mode = attrs.get("mode", "constant")
+    width = list(zip(attrs["before"], attrs["after"]))
+    if mode == "constant":
+        return [np.pad(x, width, mode="constant",
+                       constant_values=np.asarray(attrs.get("value", 0)).astype(x.dtype))]
+    return [np.pad(x, width, mode=mode)]
+
+
+def _source(i: Expr, n: int, before: int, mode: str) -> tuple[Expr, Expr | None]:
+    """Index into the input axis for output index ``i``, and the in-bounds condition."""
+    j = i - before
+    last = const(n - 1)
+    if mode == "constant":
+        inside = (j >= const(0)) & (j <= last)
+        return minimum(maximum(j, const(0)), last), inside
+    if mode == "edge":
+        return minimum(maximum(j, const(0)), last), None
+    if mode == "reflect":
+        k = select(j < const(0), -j, j)
+        return select(k > last, const(2 * (n - 1)) - k, k), None
+    # wrap: j may be as low as -before, so shift by a multiple of n first
+    return (j + const(n * (before // n + 1))) % n, None
+
+
+def _fill(value: float, dtype: str) -> Expr:
+    if dtype == "bool":
+        return const(bool(value), dtype)
+    return const(float(value) if dtype.startswith("float") else int(value), dtype)
+
+
+def _compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: str
+             ) -> list[te.Tensor]:
+    x = inputs[0]
+    mode = attrs.get("mode", "constant")
+    before = attrs["before"]
+    value = _fill(attrs.get("value", 0), x.dtype)
+    if x.shape and min(x.shape) == 0:  # nothing to read: all padding
+        return [te.compute(out[0].shape, lambda *i: value, name=tag, tag="pad")]
+
+    def element(*idx: Expr) -> Expr:
+        src, conds = [], []
+        for d, i in enumerate(idx):
+            if x.shape[d] == out[0].shape[d]:
+                src.append(i)
+                continue
+            s, c = _source(i, x.shape[d], before[d], mode)
+            src.append(s)
+            if c is not None:
+                conds.append(c)
+        load = x[tuple(src)]
+        if not conds:
+            return load
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = cond & c
+        return select(cond, load, value)
+
+    return [te.compute(out[0].shape, element, name=tag, tag="pad")]
+
+
+register("pad", Pattern.INJECTIVE, _infer, _reference, _compute)
