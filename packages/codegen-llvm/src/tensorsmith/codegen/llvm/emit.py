@@ -24,6 +24,8 @@ from tensorsmith.ir.te.expr import (
 from tensorsmith.ir.te.stmt import Allocate, Barrier, Buffer, For, IfThenElse, PrimFunc, Seq, Stmt, Store
 from tensorsmith.ir.te.visit import free_vars, walk
 
+from .vectorize import try_vectorize
+
 PTR = ir.PointerType()
 I64 = ir.IntType(64)
 I32 = ir.IntType(32)
@@ -93,6 +95,15 @@ class KernelEmitter:
         elif isinstance(s, For):
             if s.kind == "parallel":
                 self._parallel(b, s)
+            elif s.kind == "unrolled" and s.extent <= 64:
+                saved = self.vars.get(id(s.var))
+                for i in range(s.extent):
+                    self.vars[id(s.var)] = ir.Constant(I64, i)
+                    self.stmt(b, s.body)
+                if saved is not None:
+                    self.vars[id(s.var)] = saved
+            elif s.kind == "vectorized" and try_vectorize(self, b, s):
+                pass
             else:
                 self._loop(b, s.var, ir.Constant(I64, 0), ir.Constant(I64, s.extent), s.body)
         elif isinstance(s, Store):
@@ -198,18 +209,29 @@ class KernelEmitter:
             v = b.load(self._address(b, buf, e.indices[0]), typ=_memory_type(buf.dtype))
             return b.trunc(v, I1) if buf.dtype == "bool" else v
         if isinstance(e, Binary):
-            return self._binary(b, e)
+            return self._binary(b, e, self.expr(b, e.a), self.expr(b, e.b))
         if isinstance(e, Cast):
             return self._cast(b, self.expr(b, e.value), e.value.dtype, e.dtype)
         if isinstance(e, Select):
             return b.select(self._as_bool(b, self.expr(b, e.cond)), self.expr(b, e.a),
                             self.expr(b, e.b))
         if isinstance(e, Call):
-            return self._call(b, e)
+            return self._call(b, e, [self.expr(b, a) for a in e.args])
         raise TypeError(f"cannot emit expression {type(e).__name__}")
 
-    def _binary(self, b: ir.IRBuilder, e: Binary) -> ir.Value:
-        x, y = self.expr(b, e.a), self.expr(b, e.b)
+    def expr_with(self, b: ir.IRBuilder, e: Expr, values: list[ir.Value]) -> ir.Value:
+        """Emit node ``e`` given its children's values (scalars or vectors)."""
+        if isinstance(e, Binary):
+            return self._binary(b, e, *values)
+        if isinstance(e, Cast):
+            return self._cast(b, values[0], e.value.dtype, e.dtype)
+        if isinstance(e, Select):
+            return b.select(self._as_bool(b, values[0]), values[1], values[2])
+        if isinstance(e, Call):
+            return self._call(b, e, values)
+        raise TypeError(f"cannot emit expression {type(e).__name__}")
+
+    def _binary(self, b: ir.IRBuilder, e: Binary, x: ir.Value, y: ir.Value) -> ir.Value:
         dt = e.a.dtype
         if e.op in ("and", "or"):
             x, y = self._as_bool(b, x), self._as_bool(b, y)
@@ -254,7 +276,7 @@ class KernelEmitter:
             if e.op == "fmod":
                 return b.srem(x, y)
             q, r = b.sdiv(x, y), b.srem(x, y)
-            zero = ir.Constant(x.type, 0)
+            zero = _const(x.type, 0)
             adjust = b.and_(b.icmp_signed("!=", r, zero),
                             b.icmp_signed("!=", b.icmp_signed("<", r, zero),
                                           b.icmp_signed("<", y, zero)))
@@ -278,8 +300,8 @@ class KernelEmitter:
         sf, df = src.startswith("float"), dst.startswith("float")
         if dst == "bool":
             if sf:
-                return b.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0))
-            return b.icmp_signed("!=", v, ir.Constant(v.type, 0))
+                return b.fcmp_unordered("!=", v, _const(v.type, 0.0))
+            return b.icmp_signed("!=", v, _const(v.type, 0))
         if sf and df:
             bits = {"float16": 16, "float32": 32, "float64": 64}
             return b.fpext(v, to) if bits[dst] > bits[src] else b.fptrunc(v, to)
@@ -292,9 +314,10 @@ class KernelEmitter:
             return b.zext(v, to) if _unsigned(src) else b.sext(v, to)
         return b.trunc(v, to) if dw < sw else v
 
-    def _call(self, b: ir.IRBuilder, e: Call) -> ir.Value:
-        args = [self.expr(b, a) for a in e.args]
+    def _call(self, b: ir.IRBuilder, e: Call, args: list[ir.Value]) -> ir.Value:
         dt = e.args[0].dtype
+        if isinstance(args[0].type, ir.VectorType) and e.fn not in _INTRINSICS:
+            return self._call_per_lane(b, e, args)
         if e.fn in _INTRINSICS:
             return self._intrinsic(b, _INTRINSICS[e.fn], args, dt)
         if e.fn in _LIBM:
@@ -311,14 +334,27 @@ class KernelEmitter:
             return b.fcmp_unordered("uno", args[0], args[0])
         if e.fn == "isinf":
             a = self._intrinsic(b, "llvm.fabs", args, dt)
-            return b.fcmp_ordered("==", a, ir.Constant(a.type, float("inf")))
+            return b.fcmp_ordered("==", a, _const(a.type, float("inf")))
         if e.fn == "iabs":
             zero = ir.Constant(args[0].type, 0)
             return b.select(b.icmp_signed("<", args[0], zero), b.sub(zero, args[0]), args[0])
         raise TypeError(f"unknown math function {e.fn}")
 
+    def _call_per_lane(self, b: ir.IRBuilder, e: Call, args: list[ir.Value]) -> ir.Value:
+        lanes = args[0].type.count
+        out = None
+        for i in range(lanes):
+            idx = ir.Constant(I32, i)
+            scalar = self._call(b, e, [b.extract_element(a, idx) for a in args])
+            if out is None:
+                out = ir.Constant(ir.VectorType(scalar.type, lanes), ir.Undefined)
+            out = b.insert_element(out, scalar, idx)
+        return out
+
     def _intrinsic(self, b: ir.IRBuilder, name: str, args: list[ir.Value], dt: str) -> ir.Value:
         suffix = {"float32": "f32", "float64": "f64", "float16": "f16"}[dt]
+        if isinstance(args[0].type, ir.VectorType):
+            suffix = f"v{args[0].type.count}{suffix}"
         ty = args[0].type
         fn = self._declare(f"{name}.{suffix}", ir.FunctionType(ty, [ty] * len(args)))
         return b.call(fn, args)
@@ -330,11 +366,19 @@ class KernelEmitter:
         return ir.Function(self.module, fnty, name)
 
     def _as_bool(self, b: ir.IRBuilder, v: ir.Value) -> ir.Value:
-        if v.type == I1:
+        scalar = v.type.element if isinstance(v.type, ir.VectorType) else v.type
+        if scalar == I1:
             return v
-        if isinstance(v.type, ir.IntType):
-            return b.icmp_signed("!=", v, ir.Constant(v.type, 0))
-        return b.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0))
+        if isinstance(scalar, ir.IntType):
+            return b.icmp_signed("!=", v, _const(v.type, 0))
+        return b.fcmp_unordered("!=", v, _const(v.type, 0.0))
+
+
+def _const(ty: ir.Type, value: float) -> ir.Constant:
+    """A constant of ``ty``, splatted when ``ty`` is a vector type."""
+    if isinstance(ty, ir.VectorType):
+        return ir.Constant(ty, [value] * ty.count)
+    return ir.Constant(ty, value)
 
 
 def _nonnegative(e: Expr) -> bool:

@@ -82,6 +82,17 @@ def _last_axis_contiguous(st: Stage) -> bool:
     return False
 
 
+ROW_BLOCKS = (4, 6, 8, 5, 7, 3, 2)
+
+
+def _row_block(extent: int) -> int:
+    """Rows of the register tile: a divisor of ``extent`` so no guard enters the tile."""
+    for f in ROW_BLOCKS:
+        if extent % f == 0:
+            return f
+    return 1
+
+
 def _schedule_reduction(s: Schedule, st: Stage) -> None:
     op = st.tensor.op
     assert op is not None
@@ -89,10 +100,23 @@ def _schedule_reduction(s: Schedule, st: Stage) -> None:
     reduce = [a.var.name for a in op.reduce_axes]
     work = _work(st)
     if _last_axis_contiguous(st):
+        # Register tile: rows x a vector block of columns, accumulated in a local buffer
+        # over the whole reduction, then written back once.
         jo, ji = s.split(st.name, spatial[-1], _inner_block(op.axes[-1].extent))
+        tile_rows: list[str] = []
         outer = [*spatial[:-1], jo]
-        s.reorder(st.name, *outer, *reduce, ji)
+        if len(spatial) >= 2 and op.axes[-2].extent > 1:
+            io, ii = s.split(st.name, spatial[-2], _row_block(op.axes[-2].extent))
+            outer = [*spatial[:-2], io, jo]
+            tile_rows = [ii]
+        s.reorder(st.name, *outer, *reduce, *tile_rows, ji)
         fused = _fuse_all(s, st, outer)
+        assert fused is not None
+        s.cache_write(st.name, fused)
+        for r in tile_rows:
+            s.unroll(st.name, r)
+        if st.leaf(ji).extent <= 64:
+            s.vectorize(st.name, ji)
     else:
         fused = _fuse_all(s, st, spatial)
     if fused is not None and work >= PARALLEL_MIN_WORK and st.leaf(fused).extent > 1:

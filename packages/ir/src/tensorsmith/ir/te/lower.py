@@ -16,7 +16,7 @@ import numpy as np
 from .expr import Const, Expr, Load, Reduce, Var, as_expr, binary, const, maximum, minimum
 from .schedule import Fuse, Leaf, Schedule, Split, Stage
 from .simplify import simplify
-from .stmt import Buffer, For, IfThenElse, PrimFunc, Seq, Stmt, Store
+from .stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Seq, Stmt, Store
 from .tensor import Tensor
 from .visit import rewrite, substitute
 
@@ -88,6 +88,8 @@ class _Lowerer:
                          self.bounds)
         body = op.body
         if isinstance(body, Reduce):
+            if st.cache_at is not None:
+                return self._cached_reduction(st, body, values, guards, out, index)
             inner = substitute(body.body, values)
             update: Stmt = Store(out, index, combine(body.combiner, Load(out, (index,),
                                  out.dtype), self.expr(inner)))
@@ -101,6 +103,28 @@ class _Lowerer:
             return _nest(st.leaves[:first], Seq([init, main]))
         value = self.expr(substitute(body, values))
         return _nest(st.leaves, _guard(Store(out, index, value), guards))
+
+
+    def _cached_reduction(self, st: Stage, body: Reduce, values: dict[int, Expr],
+                          guards: list[Expr], out: Buffer, index: Expr) -> Stmt:
+        """Reduce into a local tile (registers after SROA), then write the tile back."""
+        pos = st.leaves.index(st.leaf(st.cache_at or "")) + 1
+        below = st.leaves[pos:]
+        tile = [lf for lf in below if not lf.reduce]
+        local = Buffer(f"{st.name}.local", tuple(lf.extent for lf in tile) or (1,), out.dtype,
+                       "local")
+        local_index: Expr = const(0)
+        for lf in tile:
+            local_index = local_index * lf.extent + (const(0) if lf.extent == 1 else lf.var)
+        inner = self.expr(substitute(body.body, values))
+        update = _guard(Store(local, local_index, combine(
+            body.combiner, Load(local, (local_index,), out.dtype), inner)), guards)
+        spatial_guards = [g for g in guards if not _mentions_reduce(g, st)]
+        init = _nest(tile, Store(local, local_index, identity(body.combiner, out.dtype)))
+        write = _nest(tile, _guard(Store(out, index, Load(local, (local_index,), out.dtype)),
+                                   spatial_guards))
+        nest = Allocate(local, Seq([init, _nest(below, update), write]))
+        return _nest(st.leaves[:pos], nest)
 
 
 def _mentions_reduce(cond: Expr, st: Stage) -> bool:

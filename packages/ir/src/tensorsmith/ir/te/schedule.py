@@ -72,6 +72,7 @@ class Stage:
     roots: dict[int, Leaf]  # IterVar var id -> its root leaf
     relations: list[Split | Fuse] = field(default_factory=list)
     inline: bool = False
+    cache_at: str | None = None  # accumulate in a local buffer below this loop
 
     @property
     def name(self) -> str:
@@ -144,6 +145,11 @@ class Schedule:
     def compute_inline(self, stage: Tensor | str) -> None:
         self.apply(Step("compute_inline", _name(stage)))
 
+    def cache_write(self, stage: Tensor | str, at: str) -> None:
+        """Accumulate a reduction in a local (register) buffer covering the spatial loops
+        below loop ``at``, written back to memory once the reduction is done."""
+        self.apply(Step("cache_write", _name(stage), (at,)))
+
     def tile(self, stage: Tensor | str, x: str, y: str, fx: int, fy: int) -> tuple[str, ...]:
         xo, xi = self.split(stage, x, fx)
         yo, yi = self.split(stage, y, fy)
@@ -180,6 +186,12 @@ class Schedule:
 
     def _annotate(self, st: Stage, leaf_name: str, kind: str) -> None:
         st.leaf(leaf_name).kind = kind
+
+    def _cache_write(self, st: Stage, at: str) -> None:
+        if st.tensor.op is None or not st.tensor.op.reduce_axes:
+            raise ValueError(f"cache_write needs a reduction stage; {st.name} is not one")
+        st.leaf(at)
+        st.cache_at = at
 
     def _compute_inline(self, st: Stage) -> None:
         if st.tensor.op is not None and st.tensor.op.reduce_axes:

@@ -1,0 +1,149 @@
+"""Explicit SIMD for loops marked ``vectorized``.
+
+A vectorized loop of constant extent L is emitted once with L-lane vectors: an index
+that is affine in the loop variable with stride 1 becomes one contiguous vector load
+or store, stride 0 a scalar broadcast, any other access per-lane loads. Bodies this
+cannot express (a store whose address does not move with the variable, control flow)
+return False and the caller emits an ordinary loop for LLVM's own vectorizer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from tensorsmith.ir.te.expr import Binary, Call, Cast, Const, Expr, Load, Select, Var
+from tensorsmith.ir.te.stmt import For, Seq, Stmt, Store
+from tensorsmith.ir.te.visit import free_vars
+
+if TYPE_CHECKING:
+    from .emit import KernelEmitter
+
+
+def stride_of(e: Expr, var: Var) -> int | None:
+    """The constant d(e)/d(var) when ``e`` is affine in ``var``; None otherwise."""
+    if isinstance(e, Var):
+        return 1 if e is var else 0
+    if isinstance(e, Const):
+        return 0
+    if isinstance(e, Binary):
+        if e.op in ("add", "sub"):
+            a, b = stride_of(e.a, var), stride_of(e.b, var)
+            if a is None or b is None:
+                return None
+            return a + b if e.op == "add" else a - b
+        if e.op == "mul":
+            a, b = stride_of(e.a, var), stride_of(e.b, var)
+            if a == 0 and b == 0:
+                return 0
+            if a is not None and b == 0 and isinstance(e.b, Const):
+                return a * int(e.b.value)
+            if b is not None and a == 0 and isinstance(e.a, Const):
+                return b * int(e.a.value)
+            return None
+    return 0 if all(v is not var for v in free_vars(e)) else None
+
+
+def _stores(s: Stmt) -> list[Store] | None:
+    if isinstance(s, Store):
+        return [s]
+    if isinstance(s, Seq):
+        out: list[Store] = []
+        for x in s.stmts:
+            got = _stores(x)
+            if got is None:
+                return None
+            out += got
+        return out
+    return None
+
+
+def try_vectorize(em: KernelEmitter, b: ir.IRBuilder, loop: For) -> bool:
+    stores = _stores(loop.body)
+    if not stores or loop.extent < 2 or loop.extent > 64:
+        return False
+    if any(stride_of(s.index, loop.var) != 1 for s in stores):
+        return False
+    VectorEmitter(em, b, loop.var, loop.extent).emit(stores)
+    return True
+
+
+class VectorEmitter:
+    def __init__(self, em: KernelEmitter, b: ir.IRBuilder, var: Var, lanes: int) -> None:
+        self.em, self.b, self.var, self.lanes = em, b, var, lanes
+
+    def emit(self, stores: list[Store]) -> None:
+        b = self.b
+        zero = ir.Constant(ir.IntType(64), 0)
+        for s in stores:
+            value = self.expr(s.value)
+            vty = ir.VectorType(_elem(s.buffer.dtype), self.lanes)
+            value = self.splat(value, vty)
+            self.em.vars[id(self.var)] = zero
+            base = self.em._address(b, s.buffer, s.index)
+            b.store(value, b.bitcast(base, vty.as_pointer()), align=_elem_bytes(s.buffer.dtype))
+
+    def splat(self, v: ir.Value, vty: ir.VectorType) -> ir.Value:
+        if isinstance(v.type, ir.VectorType):
+            return v
+        undef = ir.Constant(vty, ir.Undefined)
+        one = self.b.insert_element(undef, v, ir.Constant(ir.IntType(32), 0))
+        mask = ir.Constant(ir.VectorType(ir.IntType(32), self.lanes), [0] * self.lanes)
+        return self.b.shuffle_vector(one, undef, mask)
+
+    def expr(self, e: Expr) -> ir.Value:
+        """A vector when ``e`` varies with the loop variable, else a scalar."""
+        b = self.b
+        if all(v is not self.var for v in free_vars(e)):
+            return self.em.expr(b, e)
+        if isinstance(e, Var):
+            return ir.Constant(ir.VectorType(ir.IntType(64), self.lanes), list(range(self.lanes)))
+        if isinstance(e, Load):
+            buf = e.buffer
+            if stride_of(e.indices[0], self.var) == 1 and buf.dtype != "bool":  # type: ignore[union-attr]
+                self.em.vars[id(self.var)] = ir.Constant(ir.IntType(64), 0)
+                addr = self.em._address(b, buf, e.indices[0])  # type: ignore[arg-type]
+                vty = ir.VectorType(_elem(buf.dtype), self.lanes)  # type: ignore[union-attr]
+                return b.load(addr, typ=vty, align=_elem_bytes(buf.dtype))  # type: ignore[union-attr]
+            return self.per_lane(e)
+        if isinstance(e, Binary | Select | Cast | Call):
+            return self.per_node(e)
+        return self.per_lane(e)
+
+    def per_node(self, e: Expr) -> ir.Value:
+        """Emit the node with vector operands by evaluating children first."""
+        from tensorsmith.ir.te.expr import Binary as B
+
+        children = ([e.a, e.b] if isinstance(e, B) else [e.cond, e.a, e.b]
+                    if isinstance(e, Select) else [e.value] if isinstance(e, Cast)
+                    else list(e.args))  # type: ignore[union-attr]
+        values = [self.expr(c) for c in children]
+        vecs = [v for v in values if isinstance(v.type, ir.VectorType)]
+        if not vecs:
+            return self.em.expr(self.b, e)
+        values = [self.splat(v, ir.VectorType(v.type, self.lanes))
+                  if not isinstance(v.type, ir.VectorType) else v for v in values]
+        return self.em.expr_with(self.b, e, values)
+
+    def per_lane(self, e: Expr) -> ir.Value:
+        b = self.b
+        lanes = []
+        for i in range(self.lanes):
+            self.em.vars[id(self.var)] = ir.Constant(ir.IntType(64), i)
+            lanes.append(self.em.expr(b, e))
+        vec = ir.Constant(ir.VectorType(lanes[0].type, self.lanes), ir.Undefined)
+        for i, v in enumerate(lanes):
+            vec = b.insert_element(vec, v, ir.Constant(ir.IntType(32), i))
+        return vec
+
+
+def _elem(dtype: str) -> ir.Type:
+    from .emit import _memory_type
+
+    return _memory_type(dtype)
+
+
+def _elem_bytes(dtype: str) -> int:
+    return {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2,
+            "int16": 2}.get(dtype, 1)
