@@ -25,6 +25,7 @@ VECTOR_BLOCK = 64
 def schedule_cpu(outputs: list[Tensor], num_threads: int = 0) -> Schedule:
     s = Schedule(outputs)
     out_ids = {t.uid for t in outputs}
+    readers = _readers(s)
     for st in s.stages:
         op = st.tensor.op
         assert op is not None
@@ -32,6 +33,7 @@ def schedule_cpu(outputs: list[Tensor], num_threads: int = 0) -> Schedule:
             s.compute_inline(st.name)
         elif op.reduce_axes:
             _schedule_reduction(s, st)
+            _try_epilogue(s, st, readers, out_ids)
         else:
             _schedule_elementwise(s, st)
     return s
@@ -121,3 +123,37 @@ def _schedule_reduction(s: Schedule, st: Stage) -> None:
         fused = _fuse_all(s, st, spatial)
     if fused is not None and work >= PARALLEL_MIN_WORK and st.leaf(fused).extent > 1:
         s.parallel(st.name, fused)
+
+
+def _readers(s: Schedule) -> dict[int, list[Stage]]:
+    """Stages reading each tensor, looking through stages that will be inlined."""
+    from ..te.schedule import input_tensors
+
+    out: dict[int, list[Stage]] = {}
+    for st in s.stages:
+        for t in input_tensors(st.tensor):
+            out.setdefault(t.uid, []).append(st)
+    return out
+
+
+def _try_epilogue(s: Schedule, st: Stage, readers: dict[int, list[Stage]],
+                  out_ids: set[int]) -> None:
+    """Fold the elementwise chain after a tiled reduction into its write-back."""
+    if st.cache_at is None or st.tensor.uid in out_ids:
+        return
+    chain = st
+    while True:
+        users = readers.get(chain.tensor.uid, [])
+        if len(users) != 1:
+            return
+        user = users[0]
+        op = user.tensor.op
+        if op is None or op.reduce_axes or user.tensor.shape != st.tensor.shape:
+            return
+        if user.tensor.uid in out_ids:
+            try:
+                s.fuse_epilogue(st.name, user.name)
+            except ValueError:
+                s.steps.pop()
+            return
+        chain = user

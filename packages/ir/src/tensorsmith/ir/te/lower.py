@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .expr import Const, Expr, Load, Reduce, Var, as_expr, binary, const, maximum, minimum
+from .expr import Const, Expr, same, Load, Reduce, Var, as_expr, binary, const, maximum, minimum
 from .schedule import Fuse, Leaf, Schedule, Split, Stage
 from .simplify import simplify
 from .stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Seq, Stmt, Store
@@ -57,6 +57,8 @@ class _Lowerer:
         self.buffers = buffers  # tensor uid -> buffer, for every materialised tensor
         self.inlined = {st.tensor.uid: st for st in sched.stages if st.inline}
         self.bounds: dict[int, tuple[int, int]] = {}
+        # tensor uid -> (indices it may be read at, value): a tile being written back.
+        self.overrides: dict[int, tuple[list[Expr], Expr]] = {}
 
     def expr(self, e: Expr) -> Expr:
         """Replace tensor reads by flat buffer loads, substituting inlined stages."""
@@ -66,6 +68,12 @@ class _Lowerer:
                 return None
             t = x.buffer
             indices = tuple(self.expr(i) for i in x.indices)
+            if t.uid in self.overrides:
+                own, value = self.overrides[t.uid]
+                if not all(same(simplify(i, self.bounds), simplify(o, self.bounds))
+                           for i, o in zip(indices, own)):
+                    raise ValueError(f"epilogue reads {t.name} outside the tile being written")
+                return value
             if t.uid in self.inlined:
                 op = t.op
                 assert op is not None
@@ -83,7 +91,7 @@ class _Lowerer:
         self.bounds = {id(lf.var): (0, lf.extent - 1) for lf in _all_leaves(st)}
         guards = [g for g in (simplify(g, self.bounds) for g in guards)
                   if not (isinstance(g, Const) and g.value)]
-        out = self.buffers[st.tensor.uid]
+        out = self.buffers.get(st.tensor.uid) or Buffer(st.name, st.tensor.shape, st.tensor.dtype)
         index = simplify(flat_index(st.tensor.shape, tuple(values[id(a.var)] for a in op.axes)),
                          self.bounds)
         body = op.body
@@ -121,8 +129,17 @@ class _Lowerer:
             body.combiner, Load(local, (local_index,), out.dtype), inner)), guards)
         spatial_guards = [g for g in guards if not _mentions_reduce(g, st)]
         init = _nest(tile, Store(local, local_index, identity(body.combiner, out.dtype)))
-        write = _nest(tile, _guard(Store(out, index, Load(local, (local_index,), out.dtype)),
-                                   spatial_guards))
+        result: Expr = Load(local, (local_index,), out.dtype)
+        if st.epilogue is not None:
+            cop = st.epilogue.tensor.op
+            assert cop is not None
+            cvalues = {id(a.var): values[id(b.var)] for a, b in zip(cop.axes, st.tensor.op.axes)}  # type: ignore[union-attr]
+            own = [values[id(a.var)] for a in st.tensor.op.axes]  # type: ignore[union-attr]
+            self.overrides[st.tensor.uid] = (own, result)
+            result = self.expr(substitute(cop.body, cvalues))
+            del self.overrides[st.tensor.uid]
+            out = self.buffers[st.epilogue.tensor.uid]
+        write = _nest(tile, _guard(Store(out, index, result), spatial_guards))
         nest = Allocate(local, Seq([init, _nest(below, update), write]))
         return _nest(st.leaves[:pos], nest)
 
@@ -193,12 +210,13 @@ def lower(sched: Schedule, inputs: list[Tensor], outputs: list[Tensor],
         buffers[t.uid] = buf
         params.append(buf)
     for st in sched.stages:
-        if not st.inline and st.tensor.uid not in buffers:
+        fused_away = st.epilogue is not None and st.tensor not in outputs
+        if not st.inline and not fused_away and st.tensor.uid not in buffers:
             buf = Buffer(st.tensor.name, st.tensor.shape, st.tensor.dtype)
             buffers[st.tensor.uid] = buf
             params.append(buf)
     low = _Lowerer(sched, buffers)
-    body = Seq([low.stage(st) for st in sched.stages if not st.inline])
+    body = Seq([low.stage(st) for st in sched.stages if not st.inline and not st.merged])
     return PrimFunc(name, params, body, len(inputs), len(outputs))
 
 

@@ -73,6 +73,8 @@ class Stage:
     relations: list[Split | Fuse] = field(default_factory=list)
     inline: bool = False
     cache_at: str | None = None  # accumulate in a local buffer below this loop
+    epilogue: Stage | None = None  # elementwise consumer applied at write-back
+    merged: bool = False  # this stage runs as another stage's epilogue
 
     @property
     def name(self) -> str:
@@ -150,6 +152,11 @@ class Schedule:
         below loop ``at``, written back to memory once the reduction is done."""
         self.apply(Step("cache_write", _name(stage), (at,)))
 
+    def fuse_epilogue(self, stage: Tensor | str, consumer: Tensor | str) -> None:
+        """Apply elementwise ``consumer`` to ``stage``'s cached tile as it is written back,
+        so the reduction's result never goes through memory."""
+        self.apply(Step("fuse_epilogue", _name(stage), (_name(consumer),)))
+
     def tile(self, stage: Tensor | str, x: str, y: str, fx: int, fy: int) -> tuple[str, ...]:
         xo, xi = self.split(stage, x, fx)
         yo, yi = self.split(stage, y, fy)
@@ -192,6 +199,24 @@ class Schedule:
             raise ValueError(f"cache_write needs a reduction stage; {st.name} is not one")
         st.leaf(at)
         st.cache_at = at
+
+    def _fuse_epilogue(self, st: Stage, consumer: str) -> None:
+        from .visit import collect_loads
+
+        cons = self[consumer]
+        op = cons.tensor.op
+        if st.cache_at is None or op is None or op.reduce_axes:
+            raise ValueError("fuse_epilogue needs a cache_write reduction and an "
+                             "elementwise consumer")
+        axes = [a.var for a in op.axes]
+        for load in collect_loads(op.body):
+            if load.buffer is st.tensor and (len(load.indices) != len(axes) or any(
+                    i is not a for i, a in zip(load.indices, axes))):
+                raise ValueError(f"{consumer} reads {st.name} at other indices than its own")
+        if cons.tensor.shape != st.tensor.shape:
+            raise ValueError(f"{consumer} and {st.name} differ in shape")
+        st.epilogue = cons
+        cons.merged = True
 
     def _compute_inline(self, st: Stage) -> None:
         if st.tensor.op is not None and st.tensor.op.reduce_axes:
