@@ -111,3 +111,43 @@ def test_tir_and_llvm_source_available(tmp_path: Path) -> None:
     lib = build(b.finish([b.add1("exp", [x], name="e")]), target="llvm")
     assert "func tsm_kernel_0" in lib.get_source("tir")
     assert "define void @\"tsm_kernel_0\"" in lib.get_source("llvm")
+
+
+CONV_CASES = [
+    dict(x=(1, 3, 17, 19), w=(8, 3, 3, 3), strides=[1, 1], pads=[1, 1, 1, 1], groups=1),
+    dict(x=(2, 4, 16, 16), w=(6, 4, 3, 3), strides=[2, 2], pads=[1, 0, 1, 0], groups=1),
+    dict(x=(1, 8, 9, 9), w=(8, 1, 3, 3), strides=[1, 1], pads=[1, 1, 1, 1], groups=8),
+    dict(x=(1, 16, 7, 7), w=(12, 16, 1, 1), strides=[1, 1], pads=[0, 0, 0, 0], groups=1),
+    dict(x=(1, 4, 10, 10), w=(4, 2, 3, 3), strides=[1, 1], pads=[2, 2, 2, 2], groups=2,
+         dilations=[2, 2]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CONV_CASES)))
+def test_conv2d_bias_relu(case: int, tmp_path: Path) -> None:
+    c = dict(CONV_CASES[case])
+    xs, ws = c.pop("x"), c.pop("w")
+    b = GraphBuilder()
+    x = b.input("x", xs, "float32")
+    w = b.constant("w", rng.standard_normal(ws).astype("float32"))
+    bias = b.constant("b", rng.standard_normal((ws[0], 1, 1)).astype("float32"))
+    y = b.add1("conv2d", [x, w], c, name="conv")
+    y = b.add1("relu", [b.add1("add", [y, bias], name="bias")], name="relu")
+    check(b.finish([y]), {"x": rng.standard_normal(xs).astype("float32")}, tmp_path, 1e-4)
+
+
+POOL_CASES = [
+    dict(mode="max", kernel=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+    dict(mode="avg", kernel=[2, 2], strides=[2, 2], pads=[0, 0, 0, 0]),
+    dict(mode="avg", kernel=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1]),
+    dict(mode="avg", kernel=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1], count_include_pad=True),
+    dict(mode="max", kernel=[3, 3], strides=[2, 2], pads=[0, 0, 0, 0], ceil_mode=True),
+]
+
+
+@pytest.mark.parametrize("case", range(len(POOL_CASES)))
+def test_pool2d(case: int, tmp_path: Path) -> None:
+    b = GraphBuilder()
+    x = b.input("x", (1, 3, 12, 11), "float32")
+    g = b.finish([b.add1("pool2d", [x], POOL_CASES[case], name="pool")])
+    check(g, {"x": rng.standard_normal((1, 3, 12, 11)).astype("float32")}, tmp_path, 1e-5)

@@ -297,6 +297,9 @@ class KernelEmitter:
         if src == dst:
             return v
         to = llvm_type(dst)
+        lanes = v.type.count if isinstance(v.type, ir.VectorType) else 0
+        if lanes:
+            to = ir.VectorType(to, lanes)
         sf, df = src.startswith("float"), dst.startswith("float")
         if dst == "bool":
             if sf:
@@ -309,7 +312,7 @@ class KernelEmitter:
             return b.fptoui(v, to) if _unsigned(dst) else b.fptosi(v, to)
         if df:
             return b.uitofp(v, to) if _unsigned(src) else b.sitofp(v, to)
-        sw, dw = v.type.width, to.width
+        sw, dw = llvm_type(src).width, llvm_type(dst).width
         if dw > sw:
             return b.zext(v, to) if _unsigned(src) else b.sext(v, to)
         return b.trunc(v, to) if dw < sw else v

@@ -1,3 +1,3 @@
 """Op definitions; importing this package registers them all."""
 
-from . import concat, elementwise, expand, gather, nn, pad, reduce, slice, transform  # noqa: F401
+from . import concat, conv, elementwise, expand, gather, nn, pad, reduce, slice, transform  # noqa: F401

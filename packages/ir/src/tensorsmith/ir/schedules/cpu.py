@@ -29,8 +29,11 @@ def schedule_cpu(outputs: list[Tensor], num_threads: int = 0) -> Schedule:
     for st in s.stages:
         op = st.tensor.op
         assert op is not None
-        if st.tensor.uid not in out_ids and not op.reduce_axes:
+        if st.tensor.uid not in out_ids and not op.reduce_axes and not st.name.endswith("_pad"):
             s.compute_inline(st.name)
+        elif op.reduce_axes and (op.tag == "conv2d" or op.tag.startswith("pool_")):
+            _schedule_window(s, st)
+            _try_epilogue(s, st, readers, out_ids)
         elif op.reduce_axes:
             _schedule_reduction(s, st)
             _try_epilogue(s, st, readers, out_ids)
@@ -63,9 +66,9 @@ def _schedule_elementwise(s: Schedule, st: Stage) -> None:
 
 def _inner_block(extent: int) -> int:
     """A block for the vector loop that divides ``extent`` when it can (no tail guard)."""
-    if extent <= 2 * VECTOR_BLOCK:
+    if extent <= VECTOR_BLOCK:
         return extent
-    for f in range(VECTOR_BLOCK, 15, -16):
+    for f in range(VECTOR_BLOCK, 7, -1):
         if extent % f == 0:
             return f
     return VECTOR_BLOCK
@@ -157,3 +160,30 @@ def _try_epilogue(s: Schedule, st: Stage, readers: dict[int, list[Stage]],
                 s.steps.pop()
             return
         chain = user
+
+
+def _schedule_window(s: Schedule, st: Stage) -> None:
+    """Convolution/pooling: a register tile of output channels x output columns.
+
+    Loops ``n, o.o, y, x.o | reduce | o.i (unrolled), x.i (vector)``: each weight is a
+    scalar broadcast, each input row segment one contiguous vector load (for stride 1).
+    """
+    op = st.tensor.op
+    assert op is not None
+    n, o, y, x = (a.var.name for a in op.axes)
+    reduce = [a.var.name for a in op.reduce_axes]
+    xo, xi = s.split(st.name, x, _inner_block(op.axes[3].extent))
+    rows: list[str] = []
+    outer = [n, o, y, xo]
+    if op.tag == "conv2d":
+        oo, oi = s.split(st.name, o, _row_block(op.axes[1].extent))
+        outer, rows = [n, oo, y, xo], [oi]
+    s.reorder(st.name, *outer, *reduce, *rows, xi)
+    fused = _fuse_all(s, st, outer)
+    assert fused is not None
+    s.cache_write(st.name, fused)
+    for r in rows:
+        s.unroll(st.name, r)
+    s.vectorize(st.name, xi)
+    if _work(st) >= PARALLEL_MIN_WORK and st.leaf(fused).extent > 1:
+        s.parallel(st.name, fused)

@@ -1,0 +1,207 @@
+"""2-D convolution and pooling (NCHW). 1-D and 3-D forms are reshaped by the importer.
+
+Padding is its own stage (``*_pad``): materialized once per kernel it makes every load
+of the convolution's inner loop unconditional and contiguous, which is what lets the
+CPU schedule vectorize across output columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .. import te
+from ..op_registry import Attrs, Pattern, TensorType, check, register
+from ..te.expr import Expr, const, select
+
+
+def _out_size(n: int, k: int, stride: int, pad0: int, pad1: int, dil: int, ceil: bool = False
+              ) -> int:
+    span = n + pad0 + pad1 - dil * (k - 1) - 1
+    return (-(-span // stride) if ceil else span // stride) + 1
+
+
+def _geometry(attrs: Attrs, kh: int, kw: int) -> tuple[list[int], list[int], list[int]]:
+    strides = list(attrs.get("strides", [1, 1]))
+    pads = list(attrs.get("pads", [0, 0, 0, 0]))
+    dil = list(attrs.get("dilations", [1, 1]))
+    return strides, pads, dil
+
+
+def pad_stage(x: te.Tensor, pads: Sequence[int], value: float, tag: str) -> te.Tensor:
+    """x padded spatially by ``pads`` = [top, left, bottom, right] with ``value``."""
+    top, left, bottom, right = pads
+    if not any(pads):
+        return x
+    n, c, h, w = x.shape
+    fill = const(value, x.dtype)
+
+    def element(i: Expr, j: Expr, y: Expr, z: Expr) -> Expr:
+        inside = (y >= top) & (y < top + h) & (z >= left) & (z < left + w)
+        yy = te.maximum(te.minimum(y - top, h - 1), 0)
+        zz = te.maximum(te.minimum(z - left, w - 1), 0)
+        return select(inside, x[i, j, yy, zz], fill)
+
+    return te.compute((n, c, h + top + bottom, w + left + right), element, name=tag + "_pad")
+
+
+def _conv_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
+    x, w = inputs[0], inputs[1]
+    check(len(x.shape) == 4 and len(w.shape) == 4,
+          f"conv2d takes NCHW input and OIHW weight, got {list(x.shape)}, {list(w.shape)}")
+    groups = attrs.get("groups", 1)
+    check(x.shape[1] == w.shape[1] * groups,
+          f"input has {x.shape[1]} channels but weight expects {w.shape[1]} x {groups} groups")
+    check(w.shape[0] % groups == 0, f"{w.shape[0]} output channels not divisible by {groups}")
+    strides, pads, dil = _geometry(attrs, w.shape[2], w.shape[3])
+    oh = _out_size(x.shape[2], w.shape[2], strides[0], pads[0], pads[2], dil[0])
+    ow = _out_size(x.shape[3], w.shape[3], strides[1], pads[1], pads[3], dil[1])
+    check(oh > 0 and ow > 0, f"kernel larger than the padded input ({oh}x{ow} output)")
+    return [TensorType((x.shape[0], w.shape[0], oh, ow), x.dtype)]
+
+
+def _conv_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
+    x, w = arrays[0], arrays[1]
+    groups = attrs.get("groups", 1)
+    strides, pads, dil = _geometry(attrs, w.shape[2], w.shape[3])
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    n, c, _, _ = x.shape
+    o, cg, kh, kw = w.shape
+    (_, _, oh, ow), = [t.shape for t in _conv_infer(
+        [TensorType(x.shape, str(x.dtype)), TensorType(w.shape, str(w.dtype))], attrs)]
+    out = np.zeros((n, o, oh, ow), dtype=np.float64)
+    og = o // groups
+    for g in range(groups):
+        xs = xp[:, g * cg:(g + 1) * cg]
+        ws = w[g * og:(g + 1) * og].astype(np.float64)
+        for ky in range(kh):
+            for kx in range(kw):
+                patch = xs[:, :, ky * dil[0]: ky * dil[0] + strides[0] * (oh - 1) + 1: strides[0],
+                           kx * dil[1]: kx * dil[1] + strides[1] * (ow - 1) + 1: strides[1]]
+                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, ws[:, :, ky, kx])
+    return [out.astype(x.dtype)]
+
+
+def _conv_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: str
+                  ) -> list[te.Tensor]:
+    x, w = inputs[0], inputs[1]
+    groups = attrs.get("groups", 1)
+    o, cg, kh, kw = w.shape
+    strides, pads, dil = _geometry(attrs, kh, kw)
+    xp = pad_stage(x, pads, 0.0, tag)
+    og = o // groups
+    rc, ry, rx = te.reduce_axis(cg, "rc"), te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
+
+    def element(n: Expr, oc: Expr, y: Expr, z: Expr) -> Expr:
+        c = rc.var if groups == 1 else (oc // og) * cg + rc.var
+        return te.sum(xp[n, c, y * strides[0] + ry.var * dil[0], z * strides[1] + rx.var * dil[1]]
+                      * w[oc, rc.var, ry.var, rx.var], [rc, ry, rx])
+
+    return [te.compute(out[0].shape, element, name=tag, tag="conv2d")]
+
+
+register("conv2d", Pattern.OUT_ELEMWISE_FUSABLE, _conv_infer, _conv_reference, _conv_compute,
+         num_inputs=(2, 2))
+
+
+def _pool_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
+    x = inputs[0]
+    check(len(x.shape) == 4, f"pool2d takes NCHW input, got {list(x.shape)}")
+    kh, kw = attrs["kernel"]
+    strides, pads, dil = _geometry(attrs, kh, kw)
+    ceil = bool(attrs.get("ceil_mode", False))
+    oh = _out_size(x.shape[2], kh, strides[0], pads[0], pads[2], dil[0], ceil)
+    ow = _out_size(x.shape[3], kw, strides[1], pads[1], pads[3], dil[1], ceil)
+    if ceil:  # the last window must start inside the input or left padding
+        if (oh - 1) * strides[0] >= x.shape[2] + pads[0]:
+            oh -= 1
+        if (ow - 1) * strides[1] >= x.shape[3] + pads[1]:
+            ow -= 1
+    return [TensorType((x.shape[0], x.shape[1], oh, ow), x.dtype)]
+
+
+def _pool_windows(x: np.ndarray, attrs: Attrs) -> tuple[np.ndarray, np.ndarray]:
+    """Windows as (N, C, OH, OW, KH*KW) with a validity mask (for padding)."""
+    kh, kw = attrs["kernel"]
+    strides, pads, dil = _geometry(attrs, kh, kw)
+    (_, _, oh, ow), = [t.shape for t in _pool_infer([TensorType(x.shape, str(x.dtype))], attrs)]
+    n, c, h, w = x.shape
+    vals = np.zeros((n, c, oh, ow, kh * kw), dtype=x.dtype)
+    mask = np.zeros((oh, ow, kh * kw), dtype=bool)
+    for ky in range(kh):
+        for kx in range(kw):
+            ys = np.arange(oh) * strides[0] - pads[0] + ky * dil[0]
+            xs = np.arange(ow) * strides[1] - pads[1] + kx * dil[1]
+            vy, vx = (ys >= 0) & (ys < h), (xs >= 0) & (xs < w)
+            m = vy[:, None] & vx[None, :]
+            vals[..., ky * kw + kx] = x[:, :, np.clip(ys, 0, h - 1)][:, :, :, np.clip(xs, 0, w - 1)]
+            mask[..., ky * kw + kx] = m
+    return vals, mask
+
+
+def _pool_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
+    x = arrays[0]
+    vals, mask = _pool_windows(x, attrs)
+    if attrs["mode"] == "max":
+        return [np.where(mask, vals, -np.inf).max(axis=-1).astype(x.dtype)]
+    total = np.where(mask, vals, 0).sum(axis=-1)
+    if attrs.get("count_include_pad", False):
+        kh, kw = attrs["kernel"]
+        pads = attrs.get("pads", [0, 0, 0, 0])
+        h, w = x.shape[2] + pads[0] + pads[2], x.shape[3] + pads[1] + pads[3]
+        strides = attrs.get("strides", [1, 1])
+        oh, ow = vals.shape[2], vals.shape[3]
+        ys = np.arange(oh) * strides[0]
+        xs = np.arange(ow) * strides[1]
+        cy = np.minimum(ys + kh, h) - ys
+        cx = np.minimum(xs + kw, w) - xs
+        count = cy[:, None] * cx[None, :]
+    else:
+        count = mask.sum(axis=-1)
+    return [(total / np.maximum(count, 1)).astype(x.dtype)]
+
+
+def _pool_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: str
+                  ) -> list[te.Tensor]:
+    x = inputs[0]
+    kh, kw = attrs["kernel"]
+    strides, pads, dil = _geometry(attrs, kh, kw)
+    n, c, h, w = x.shape
+    _, _, oh, ow = out[0].shape
+    is_max = attrs["mode"] == "max"
+    # Pad far enough for ceil-mode windows that run past the bottom/right edge.
+    extra_b = max(0, (oh - 1) * strides[0] + dil[0] * (kh - 1) + 1 - (h + pads[0] + pads[2]))
+    extra_r = max(0, (ow - 1) * strides[1] + dil[1] * (kw - 1) + 1 - (w + pads[1] + pads[3]))
+    full = [pads[0], pads[1], pads[2] + extra_b, pads[3] + extra_r]
+    xp = pad_stage(x, full, float("-inf") if is_max else 0.0, tag)
+    ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
+
+    def window(i: Expr, j: Expr, y: Expr, z: Expr) -> Expr:
+        v = xp[i, j, y * strides[0] + ry.var * dil[0], z * strides[1] + rx.var * dil[1]]
+        return te.max(v, [ry, rx]) if is_max else te.sum(v, [ry, rx])
+
+    red = te.compute(out[0].shape, window, name=tag + ("" if is_max else "_sum"),
+                     tag="pool_max" if is_max else "pool_sum")
+    if is_max:
+        return [red]
+
+    def count(y: Expr, z: Expr) -> Expr:
+        """Window elements inside the input (or inside input+pads with count_include_pad)."""
+        lo_y, hi_y = (0, h + pads[0] + pads[2]) if attrs.get("count_include_pad") else (
+            pads[0], pads[0] + h)
+        lo_x, hi_x = (0, w + pads[1] + pads[3]) if attrs.get("count_include_pad") else (
+            pads[1], pads[1] + w)
+        y0, x0 = y * strides[0], z * strides[1]
+        cy = te.minimum(y0 + (kh - 1) * dil[0] + 1, hi_y) - te.maximum(y0, lo_y)
+        cx = te.minimum(x0 + (kw - 1) * dil[1] + 1, hi_x) - te.maximum(x0, lo_x)
+        if dil != [1, 1]:
+            cy = (cy + dil[0] - 1) // dil[0]
+            cx = (cx + dil[1] - 1) // dil[1]
+        return te.cast(x.dtype, te.maximum(cy * cx, 1))
+
+    return [te.compute(out[0].shape, lambda i, j, y, z: red[i, j, y, z] / count(y, z),
+                       name=tag, tag="pool_avg")]
+
+
+register("pool2d", Pattern.OUT_ELEMWISE_FUSABLE, _pool_infer, _pool_reference, _pool_compute)

@@ -1,0 +1,241 @@
+"""The artifact container: one file holding a model for any target (docs/artifact.md).
+
+Layout: ``[payload][sections ...][metadata JSON][footer]``. The footer sits at the end so
+a CPU artifact can stay a plain ELF shared library (the loader ignores trailing bytes) and
+so a reader finds everything from one small read at the end of the file. The footer's
+magic and version fields never move, whatever later format versions change, so every
+runtime can at least say "too new" rather than misreading a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tensorsmith.runtime._version import __version__
+from tensorsmith.runtime.errors import ArtifactError
+
+__all__ = ["FORMAT_VERSION", "Artifact", "read_artifact", "write_artifact"]
+
+FORMAT_VERSION = 1
+"""The newest artifact format this runtime reads, and the one it writes."""
+
+MAGIC = b"TSMART\0\0"
+FOOTER = struct.Struct("<8sIIQQ")  # magic, format_version, reserved, metadata offset, length
+FOOTER_SIZE = FOOTER.size  # 32
+CHUNK = 1 << 20  # checksum reads, so a large artifact never sits in memory at once
+
+_FILLED_IN = ("format_version", "sections", "checksum")
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A validated artifact file: its metadata, and its sections read on demand."""
+
+    path: Path
+    metadata: dict[str, Any]
+    payload_length: int
+    _sections: dict[str, tuple[int, int]] = field(repr=False, default_factory=dict)
+
+    @property
+    def format_version(self) -> int:
+        return int(self.metadata["format_version"])
+
+    @property
+    def target(self) -> str:
+        """The target kind the artifact was compiled for ("llvm", "vulkan", ...)."""
+        return target_kind(self.metadata.get("target"))
+
+    def section_names(self) -> list[str]:
+        return list(self._sections)
+
+    def section(self, name: str) -> bytes:
+        """The bytes of one named section (SPIR-V, OpenCL C, GPU parameters, ...)."""
+        if name not in self._sections:
+            have = ", ".join(repr(n) for n in self._sections) or "none"
+            raise ArtifactError(
+                f"artifact '{self.path}' has no section {name!r} (its sections: {have}); "
+                "it was probably built for another target or by another tensorsmith version"
+            )
+        offset, length = self._sections[name]
+        with open(self.path, "rb") as f:
+            f.seek(offset)
+            data = f.read(length)
+        if len(data) != length:
+            raise ArtifactError(f"artifact '{self.path}' is damaged: section {name!r} is cut short")
+        return data
+
+
+def target_kind(target: object) -> str:
+    """The kind of a metadata target: "llvm" for "llvm -mcpu=skylake" or {"kind": "llvm"}."""
+    if isinstance(target, dict):
+        target = target.get("kind")
+    if isinstance(target, str) and target.split():
+        return target.split()[0]
+    return "unknown"
+
+
+def write_artifact(
+    path: str | os.PathLike[str], payload: bytes, sections: dict[str, bytes], metadata: dict
+) -> None:
+    """Write an artifact: the payload, then the sections in order, metadata and footer.
+
+    Fills in ``format_version``, ``sections`` (name -> [offset, length]) and ``checksum``
+    (SHA-256 of every byte before the metadata); other metadata is written as given. The
+    file is written beside its destination and renamed into place, so a reader never sees
+    half a file and a process that has the old library mapped keeps running.
+    """
+    path = Path(path)
+    meta = {k: v for k, v in metadata.items() if k not in _FILLED_IN}
+    layout: dict[str, list[int]] = {}
+    offset = len(payload)
+    for name, blob in sections.items():
+        layout[name] = [offset, len(blob)]
+        offset += len(blob)
+    digest = hashlib.sha256(payload)
+    for blob in sections.values():
+        digest.update(blob)
+    meta = {"format_version": FORMAT_VERSION, **meta, "sections": layout}
+    meta["checksum"] = digest.hexdigest()
+    meta_bytes = json.dumps(meta, ensure_ascii=False).encode("utf-8")
+    footer = FOOTER.pack(MAGIC, FORMAT_VERSION, 0, offset, len(meta_bytes))
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(payload)
+            for blob in sections.values():
+                f.write(blob)
+            f.write(meta_bytes)
+            f.write(footer)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def read_artifact(path: str | os.PathLike[str], *, verify_checksum: bool = True) -> Artifact:
+    """Open and validate an artifact: footer, format version, metadata, checksum.
+
+    Reads the 32-byte footer first, so a file that is no artifact is refused without
+    reading it; the checksum is then streamed in 1 MiB chunks.
+    """
+    path = Path(path)
+    try:
+        f = open(path, "rb")  # noqa: SIM115 -- closed by the with below; errors differ by cause
+    except FileNotFoundError:
+        raise ArtifactError(f"no artifact at '{path}': the file does not exist") from None
+    except IsADirectoryError:
+        raise ArtifactError(f"'{path}' is a directory, not an artifact file") from None
+    except OSError as e:
+        raise ArtifactError(f"cannot read artifact '{path}': {e.strerror}") from None
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        version, meta_offset, meta_length = _read_footer(f, path, size)
+        f.seek(meta_offset)
+        metadata = _parse_metadata(f.read(meta_length), path, version)
+        sections = _section_layout(metadata, path, meta_offset)
+        if verify_checksum:
+            _verify_checksum(f, path, meta_offset, metadata)
+    payload_length = min([meta_offset] + [offset for offset, _ in sections.values()])
+    return Artifact(path, metadata, payload_length, sections)
+
+
+def _damaged(path: Path, why: str) -> ArtifactError:
+    return ArtifactError(
+        f"artifact '{path}' is damaged: {why}; copy it again or re-export it from the model"
+    )
+
+
+def _too_new(path: Path, version: int) -> ArtifactError:
+    return ArtifactError(
+        f"artifact '{path}' has format version {version}, but this tensorsmith-runtime "
+        f"({__version__}) reads format version {FORMAT_VERSION} at most; upgrade it "
+        "(pip install -U tensorsmith-runtime) or export the model with a tensorsmith that "
+        f"writes format version {FORMAT_VERSION}"
+    )
+
+
+def _read_footer(f: Any, path: Path, size: int) -> tuple[int, int, int]:
+    if size < FOOTER_SIZE:
+        raise _not_an_artifact(path, f"it has only {size} bytes")
+    f.seek(size - FOOTER_SIZE)
+    magic, version, _reserved, meta_offset, meta_length = FOOTER.unpack(f.read(FOOTER_SIZE))
+    if magic != MAGIC:
+        raise _not_an_artifact(path, "it does not end with the tensorsmith footer")
+    if version > FORMAT_VERSION:
+        raise _too_new(path, version)
+    if version < 1:
+        raise _damaged(path, f"its footer says format version {version}, which never existed")
+    if meta_offset + meta_length + FOOTER_SIZE != size:
+        raise _damaged(
+            path,
+            f"its footer puts the metadata at bytes {meta_offset}..{meta_offset + meta_length} "
+            f"and the file has {size} bytes (cut short or appended to?)",
+        )
+    return version, meta_offset, meta_length
+
+
+def _not_an_artifact(path: Path, why: str) -> ArtifactError:
+    return ArtifactError(
+        f"'{path}' is not a tensorsmith artifact: {why}. Load a file written by "
+        "module.export_library(); if this one was copied from an artifact, the copy is "
+        "incomplete: copy it again"
+    )
+
+
+def _parse_metadata(raw: bytes, path: Path, footer_version: int) -> dict[str, Any]:
+    try:
+        metadata = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _damaged(path, f"its metadata is not valid JSON ({e})") from None
+    if not isinstance(metadata, dict):
+        raise _damaged(path, "its metadata is not a JSON object")
+    version = metadata.get("format_version")
+    if not isinstance(version, int):
+        raise _damaged(path, "its metadata has no format_version")
+    if version > FORMAT_VERSION:
+        raise _too_new(path, version)
+    if version != footer_version:
+        raise _damaged(
+            path, f"its metadata says format version {version} and its footer {footer_version}"
+        )
+    return metadata
+
+
+def _section_layout(metadata: dict[str, Any], path: Path, limit: int) -> dict[str, tuple[int, int]]:
+    raw = metadata.get("sections", {})
+    if not isinstance(raw, dict):
+        raise _damaged(path, "its metadata 'sections' is not an object")
+    sections: dict[str, tuple[int, int]] = {}
+    for name, entry in raw.items():
+        ok = isinstance(entry, list) and len(entry) == 2 and all(type(v) is int for v in entry)
+        if not ok or entry[0] < 0 or entry[1] < 0 or entry[0] + entry[1] > limit:
+            raise _damaged(path, f"section {name!r} lies outside the file ({entry!r})")
+        sections[name] = (entry[0], entry[1])
+    return sections
+
+
+def _verify_checksum(f: Any, path: Path, length: int, metadata: dict[str, Any]) -> None:
+    expected = metadata.get("checksum")
+    if not isinstance(expected, str):
+        raise _damaged(path, "its metadata has no checksum")
+    digest = hashlib.sha256()
+    f.seek(0)
+    remaining = length
+    while remaining > 0:
+        chunk = f.read(min(CHUNK, remaining))
+        if not chunk:
+            raise _damaged(path, "it ended while reading its contents")
+        digest.update(chunk)
+        remaining -= len(chunk)
+    if digest.hexdigest() != expected.lower():
+        raise _damaged(
+            path,
+            f"its contents do not match its checksum (sha256 {digest.hexdigest()[:16]}..., "
+            f"expected {expected[:16]}...)",
+        )

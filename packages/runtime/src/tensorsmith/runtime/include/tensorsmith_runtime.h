@@ -1,0 +1,119 @@
+/*
+ * tensorsmith_runtime.h -- the C ABI of a tensorsmith CPU artifact.
+ *
+ * A CPU artifact (`module.export_library("model.so")`) is a shared library that exports
+ * the functions below and needs nothing beyond libc, libm and libpthread, so a C or C++
+ * program runs the model without Python: link against the file (or dlopen it), include
+ * this header, and
+ *
+ *     void *m = tsm_model_create();
+ *     if (!m) { fprintf(stderr, "%s\n", tsm_last_error()); return 1; }
+ *     tsm_model_set_input(m, 0, x, tsm_model_input_nbytes(m, 0));
+ *     tsm_model_run(m);
+ *     tsm_model_get_output(m, 0, y, tsm_model_output_nbytes(m, 0));
+ *     tsm_model_destroy(m);
+ *
+ * Get the directory of this header with
+ *     python -c "import tensorsmith.runtime as rt; print(rt.get_include())"
+ *
+ * Conventions
+ *  - Functions returning int return 0 on success and nonzero on failure; every failure
+ *    leaves a message in tsm_last_error(). Functions returning a pointer return NULL on
+ *    failure, tsm_model_*_ndim and tsm_model_input_index return -1, and
+ *    tsm_model_*_nbytes return 0 (as a zero-size tensor does: check the index first).
+ *  - Indices are 0-based, in the graph's order of inputs and outputs. Tensors are dense,
+ *    C-contiguous, in the host's byte order; a byte count must match the tensor's exactly.
+ *    A wrong index or byte count is refused; nothing is ever read or written past a
+ *    buffer.
+ *  - Strings returned by the library are static: never free them.
+ *  - Several models may be created from one library and run from different threads at
+ *    once. One model is used by one thread at a time: a call on a model that is busy in
+ *    another thread fails rather than racing.
+ *  - Inputs keep their values across runs; set only those that change.
+ */
+#ifndef TENSORSMITH_RUNTIME_H
+#define TENSORSMITH_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define TSM_API __attribute__((visibility("default")))
+#else
+#define TSM_API
+#endif
+
+/* ---- lifetime ---------------------------------------------------------------------- */
+
+/* A new model: its own workspace (inputs, outputs and intermediates), the library's
+ * weights shared read-only. NULL on failure, see tsm_last_error. */
+TSM_API void *tsm_model_create(void);
+
+/* Frees a model from tsm_model_create; NULL is ignored. */
+TSM_API void tsm_model_destroy(void *model);
+
+/* ---- running ----------------------------------------------------------------------- */
+
+TSM_API int tsm_model_num_inputs(const void *model);  /* -1 if model is NULL */
+TSM_API int tsm_model_num_outputs(const void *model); /* -1 if model is NULL */
+
+/* Copies nbytes (exactly tsm_model_input_nbytes) from data into input `index`. */
+TSM_API int tsm_model_set_input(void *model, int index, const void *data, size_t nbytes);
+
+/* Runs the whole graph. Fails, naming it, if an input was never set. Allocates nothing. */
+TSM_API int tsm_model_run(void *model);
+
+/* Copies output `index` (exactly tsm_model_output_nbytes bytes) into data. Fails before
+ * the first tsm_model_run. */
+TSM_API int tsm_model_get_output(void *model, int index, void *data, size_t nbytes);
+
+/* The message of the last failure on the calling thread ("" if none yet). Thread-local:
+ * valid until the next failing call on the same thread. */
+TSM_API const char *tsm_last_error(void);
+
+/* ---- introspection ----------------------------------------------------------------- */
+
+TSM_API const char *tsm_model_input_name(const void *model, int index);  /* NULL if out of range */
+TSM_API const char *tsm_model_output_name(const void *model, int index); /* NULL if out of range */
+/* NumPy dtype names: "float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool", ... */
+TSM_API const char *tsm_model_input_dtype(const void *model, int index);
+TSM_API const char *tsm_model_output_dtype(const void *model, int index);
+TSM_API int tsm_model_input_ndim(const void *model, int index);
+TSM_API int tsm_model_output_ndim(const void *model, int index);
+/* Write ndim values into shape (which may be NULL only when ndim is 0). */
+TSM_API int tsm_model_input_shape(const void *model, int index, int64_t *shape);
+TSM_API int tsm_model_output_shape(const void *model, int index, int64_t *shape);
+TSM_API size_t tsm_model_input_nbytes(const void *model, int index);
+TSM_API size_t tsm_model_output_nbytes(const void *model, int index);
+TSM_API int tsm_model_input_index(const void *model, const char *name); /* -1 if absent */
+TSM_API int tsm_model_output_index(const void *model, const char *name); /* -1 if absent */
+
+/* The artifact's metadata JSON as the compiler wrote it into the library (the file's
+ * metadata less "checksum" and "sections", which only exist once the file is written). */
+TSM_API const char *tsm_artifact_metadata(void);
+
+/* Threads used by the parallel loops of every model of this library: n >= 1, or 0 for
+ * one per core available to the process. Default: the environment variable
+ * TSM_NUM_THREADS if set to a positive integer, else one per core. Fails if n < 0.
+ * Idle threads poll for TSM_SPIN_US microseconds (default 500) before they sleep. */
+TSM_API int tsm_set_num_threads(int n);
+
+/* ---- profiling --------------------------------------------------------------------- */
+
+/* Steps are the kernel calls of one run, in order; names are the fused ops' names. */
+TSM_API int tsm_model_num_steps(const void *model);
+TSM_API const char *tsm_model_step_name(const void *model, int index); /* NULL if out of range */
+
+/* Like tsm_model_run, and writes each step's wall time in milliseconds into
+ * step_ms[0 .. tsm_model_num_steps - 1]. */
+TSM_API int tsm_model_run_profiled(void *model, double *step_ms);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TENSORSMITH_RUNTIME_H */

@@ -1,0 +1,175 @@
+"""Fixtures that build a real CPU artifact from hand-written C, with no compiler involved.
+
+The test model (csrc/model_plan.c, csrc/model_kernels.c, csrc/params.S) has the shape of
+what codegen-llvm generates: a plan, kernels, and the weights embedded by an assembler
+file, linked with the runtime's C support code (codegen-llvm's csrc). `link_library`
+is the test's own linker; the production one lives in codegen-llvm and follows the
+instructions at the top of csrc/tsm_plan.h.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tensorsmith.runtime import get_include
+from tensorsmith.runtime.artifact import write_artifact
+
+TESTS = Path(__file__).parent
+TEST_CSRC = TESTS / "csrc"
+REPO = TESTS.parents[2]
+RUNTIME_CSRC = REPO / "packages/codegen-llvm/src/tensorsmith/codegen/llvm/csrc"
+CC = os.environ.get("CC", "cc")
+WARNINGS = ["-Wall", "-Wextra", "-Werror"]
+
+
+def compiler() -> str:
+    if shutil.which(CC) is None:
+        pytest.skip(f"no C compiler ({CC}) to build test artifacts")
+    return CC
+
+
+def compile_c(args: list[str | Path], cwd: Path) -> None:
+    """Run the C compiler; on failure, fail the test with its diagnostics."""
+    cmd = [compiler(), *map(str, args)]
+    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.fail(f"{' '.join(cmd)}\n{result.stdout}{result.stderr}")
+
+
+def link_library(out: Path, sources: list[Path], include_dirs: list[Path], cwd: Path) -> Path:
+    """Compile and link sources with the runtime's csrc into one shared library."""
+    runtime_sources = sorted(RUNTIME_CSRC.glob("*.c"))
+    includes = [f"-I{d}" for d in [*include_dirs, RUNTIME_CSRC, Path(get_include())]]
+    compile_c(
+        [
+            "-O2",
+            "-fPIC",
+            "-shared",
+            "-std=c11",
+            "-fvisibility=hidden",  # as codegen-llvm links: only what is marked is exported
+            *WARNINGS,
+            *includes,
+            *sources,
+            *runtime_sources,
+            "-o",
+            out,
+            "-lpthread",
+            "-lm",
+        ],
+        cwd,
+    )
+    return out
+
+
+@dataclass(frozen=True)
+class BuiltModel:
+    """The built test artifact and what it needs to compute expected outputs."""
+
+    path: Path
+    library: Path  # the bare shared library, before write_artifact
+    metadata: dict
+    w: np.ndarray
+    b: np.ndarray
+
+    def reference(self, x: np.ndarray, s: int) -> list[np.ndarray]:
+        t = x * self.w + self.b
+        y = (np.maximum(t, np.float32(0)) * np.float32(s)).astype(np.float32)
+        return [y, np.array([y.astype(np.float64).sum()])]
+
+
+def model_metadata() -> dict:
+    return {
+        "target": "llvm",
+        "producer": {"tensorsmith-runtime-tests": "0"},
+        "inputs": [
+            {"name": "x", "shape": [1, 1000], "dtype": "float32"},
+            {"name": "s", "shape": [], "dtype": "int64"},
+        ],
+        "outputs": [
+            {"name": "y", "shape": [1, 1000], "dtype": "float32"},
+            {"name": "total", "shape": [1], "dtype": "float64"},
+        ],
+        "kernels": [
+            {"name": "tsm_kernel_affine", "ops": ["Mul", "Add"], "nodes": ["mul", "add"]},
+            {"name": "tsm_kernel_relu_scale", "ops": ["Relu", "Mul"], "nodes": ["relu", "scale"]},
+            {"name": "tsm_kernel_sum", "ops": ["ReduceSum"], "nodes": ["sum"]},
+        ],
+        "steps": [
+            {"kernel": "tsm_kernel_affine", "args": [0, 2, 3, 4]},
+            {"kernel": "tsm_kernel_relu_scale", "args": [4, 1, 5]},
+            {"kernel": "tsm_kernel_sum", "args": [5, 6]},
+        ],
+        "buffers": [
+            {"kind": "workspace", "offset": 0, "nbytes": 4000},
+            {"kind": "workspace", "offset": 4032, "nbytes": 8},
+            {"kind": "param", "offset": 0, "nbytes": 4000},
+            {"kind": "param", "offset": 4032, "nbytes": 4000},
+            {"kind": "workspace", "offset": 4096, "nbytes": 4000},
+            {"kind": "workspace", "offset": 8128, "nbytes": 4000},
+            {"kind": "workspace", "offset": 12160, "nbytes": 8},
+        ],
+        "workspace_bytes": 12224,
+        "params_bytes": 8032,
+    }
+
+
+def build_test_model(directory: Path) -> BuiltModel:
+    """Build csrc/model_*.c + params.S into a library and wrap it as an artifact."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal(1000).astype(np.float32)
+    b = rng.standard_normal(1000).astype(np.float32)
+    params = np.zeros(8032, np.uint8)
+    params[:4000] = w.view(np.uint8)
+    params[4032:] = b.view(np.uint8)
+    (directory / "params.bin").write_bytes(params.tobytes())
+    metadata = model_metadata()
+    # The library carries the metadata too (tsm_artifact_metadata), as bytes: no escaping.
+    raw = json.dumps(metadata).encode()
+    array = ", ".join(str(byte) for byte in [*raw, 0])
+    (directory / "metadata.h").write_text(f"static const char metadata_json[] = {{{array}}};\n")
+    library = link_library(
+        directory / "lib.so",
+        [TEST_CSRC / "model_plan.c", TEST_CSRC / "model_kernels.c", TEST_CSRC / "params.S"],
+        [directory, TEST_CSRC],
+        cwd=directory,  # where .incbin finds params.bin
+    )
+    path = directory / "model.so"
+    write_artifact(path, library.read_bytes(), {}, metadata)
+    return BuiltModel(path, library, metadata, w, b)
+
+
+@pytest.fixture(scope="session")
+def model_artifact(tmp_path_factory: pytest.TempPathFactory) -> BuiltModel:
+    return build_test_model(tmp_path_factory.mktemp("model"))
+
+
+class Toolchain:
+    """The C build helpers, for tests that compile their own programs."""
+
+    test_csrc = TEST_CSRC
+    runtime_csrc = RUNTIME_CSRC
+    include = Path(get_include())
+    warnings = WARNINGS
+    compile = staticmethod(compile_c)
+    link_library = staticmethod(link_library)
+
+
+@pytest.fixture(scope="session")
+def toolchain() -> Toolchain:
+    compiler()
+    return Toolchain()
+
+
+@pytest.fixture
+def inputs() -> dict[str, object]:
+    x = np.linspace(-1.0, 1.0, 1000, dtype=np.float32).reshape(1, 1000)
+    return {"x": x, "s": np.array(3, dtype=np.int64)}
