@@ -151,3 +151,16 @@ def test_pool2d(case: int, tmp_path: Path) -> None:
     x = b.input("x", (1, 3, 12, 11), "float32")
     g = b.finish([b.add1("pool2d", [x], POOL_CASES[case], name="pool")])
     check(g, {"x": rng.standard_normal((1, 3, 12, 11)).astype("float32")}, tmp_path, 1e-5)
+
+
+def test_reshape_runs_as_alias_without_a_kernel(tmp_path: Path) -> None:
+    b = GraphBuilder()
+    x = b.input("x", (2, 6), "float32")
+    w = b.constant("w", rng.standard_normal((6, 4)).astype("float32"))
+    h = b.add1("matmul", [x, w], name="mm")
+    r = b.add1("reshape", [h], {"shape": [8]}, name="flat")
+    passthrough = b.add1("reshape", [x], {"shape": [3, 4]}, name="view")
+    g = b.finish([r, passthrough])
+    lib = build(g, target="llvm")
+    assert [k["ops"] for k in lib.plan["kernels"]] == [["matmul"]]
+    check(g, {"x": rng.standard_normal((2, 6)).astype("float32")}, tmp_path)

@@ -42,10 +42,12 @@ def build(mod: Graph, target: str | Target = "llvm", params: Mapping[str, np.nda
     timings += pm.timings
     start = time.perf_counter()
     groups = fuse_ops(graph, enabled=opt_level >= 1)
+    aliases = _reshape_aliases(groups) if opt_level >= 1 else {}
+    groups = [g for g in groups if not _is_alias_group(g, aliases)]
     schedule = _schedule_fn(tgt)
     funcs = [lower_group(g, f"tsm_kernel_{i}", schedule) for i, g in enumerate(groups)]
     timings.append(("lower", time.perf_counter() - start))
-    plan, blob = _make_plan(graph, groups, funcs, tgt)
+    plan, blob = _make_plan(graph, groups, funcs, tgt, aliases)
     start = time.perf_counter()
     kernels = codegen(funcs, tgt)
     timings.append(("codegen", time.perf_counter() - start))
@@ -93,8 +95,26 @@ def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Target
-               ) -> tuple[dict[str, Any], bytes]:
+def _reshape_aliases(groups: list[Any]) -> dict[int, Value]:
+    """Reshape-only groups move no data: their output shares the input's bytes."""
+    aliases: dict[int, Value] = {}
+    for g in groups:
+        if all(n.op == "reshape" for n in g.nodes) and len(g.inputs) == 1 \
+                and not g.inputs[0].is_constant and len(g.outputs) == 1:
+            src = g.inputs[0]
+            aliases[g.outputs[0].uid] = aliases.get(src.uid, src)
+    return aliases
+
+
+def _is_alias_group(g: Any, aliases: dict[int, Value]) -> bool:
+    return len(g.outputs) == 1 and g.outputs[0].uid in aliases
+
+
+def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Target,
+               aliases: dict[int, Value]) -> tuple[dict[str, Any], bytes]:
+    def canon(v: Value) -> int:
+        return aliases[v.uid].uid if v.uid in aliases else v.uid
+
     buffers: list[dict[str, Any]] = []
     buffer_of: dict[Any, int] = {}
     # Weights: every constant read by a kernel or returned, packed 64-byte aligned.
@@ -123,24 +143,24 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
             key = ("scratch", step, k)
             sizes[key], first[key], last[key] = buf.nbytes, step, step
         for v in g.inputs:
-            if v.uid in last:
-                last[v.uid] = max(last[v.uid], step)
+            if canon(v) in last:
+                last[canon(v)] = max(last[canon(v)], step)
     for v in graph.outputs:
-        if v.uid in last:
-            last[v.uid] = end
+        if canon(v) in last:
+            last[canon(v)] = end
     mem = plan_memory(sizes, first, last, pinned={v.uid for v in graph.inputs})
     for key, off in mem.offsets.items():
         buffer_of[key] = len(buffers)
         buffers.append({"kind": "workspace", "offset": off, "nbytes": sizes[key]})
     steps = []
     for step, (g, f) in enumerate(zip(groups, funcs)):
-        args = [buffer_of[v.uid] for v in g.inputs] + [buffer_of[v.uid] for v in g.outputs]
+        args = [buffer_of[canon(v)] for v in g.inputs] + [buffer_of[canon(v)] for v in g.outputs]
         args += [buffer_of[("scratch", step, k)] for k in range(len(f.scratch))]
         steps.append({"kernel": f.name, "name": g.name, "args": args})
 
     def io(v: Value) -> dict[str, Any]:
         return {"name": v.name, "shape": list(v.shape), "dtype": v.dtype,
-                "buffer": buffer_of[v.uid]}
+                "buffer": buffer_of[canon(v)]}
 
     plan = {
         "target": str(tgt),

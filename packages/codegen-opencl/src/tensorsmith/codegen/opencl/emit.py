@@ -1,0 +1,335 @@
+"""Tensor IR -> OpenCL C: one ``__kernel`` per dispatch of each GPU-scheduled function.
+
+A function's stage nests become dispatches (``tensorsmith.ir.te.dispatch``); each is a
+kernel taking the function's buffer parameters, in order, as ``__global T* restrict``
+pointers, so the runtime binds the same buffers to every dispatch of a step. The bound
+``blockIdx``/``threadIdx`` loop variables are read from ``get_group_id``/``get_local_id``;
+loops left inside run serially in each work-item. Semantics follow the LLVM backend:
+integer floordiv/floormod round toward minus infinity, float max/min propagate NaN,
+``round`` rounds half to even, bool values are ints 0/1 and bool buffers hold uchar.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from tensorsmith.ir.errors import ModelError
+from tensorsmith.ir.te.dispatch import Dispatch, split_dispatches
+from tensorsmith.ir.te.expr import COMPARISONS, Binary, Call, Cast, Const, Expr, Load, Select, Var
+from tensorsmith.ir.te.stmt import (
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    IfThenElse,
+    PrimFunc,
+    Seq,
+    Stmt,
+    Store,
+)
+
+from .dtypes import (
+    EXTENSIONS,
+    NARROW_INTS,
+    is_float,
+    is_unsigned,
+    literal,
+    memory_type,
+    scalar_type,
+)
+from .helpers import Helpers
+
+_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">",
+           "ge": ">=", "eq": "==", "ne": "!=", "and": "&&", "or": "||", "bitand": "&",
+           "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>"}
+# math functions that keep their name in OpenCL C (float arguments)
+_SAME_NAME = frozenset({"exp", "log", "sqrt", "tanh", "erf", "floor", "ceil", "pow", "sin",
+                        "cos", "trunc", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh",
+                        "acosh", "atanh", "fmod"})
+_RENAMED = {"abs": "fabs", "round": "rint"}  # rint: half to even, like llvm.roundeven
+_INTEGER_IDENTITY = frozenset({"floor", "ceil", "round", "trunc"})
+# identifiers a variable must not take: keywords, and built-ins a local would shadow
+_RESERVED = frozenset("""
+    auto break case char const continue default do double else enum extern float for goto
+    if inline int long register restrict return short signed sizeof static struct switch
+    typedef union unsigned void volatile bool half uchar ushort uint ulong size_t kernel
+    global local constant private read_only write_only read_write barrier max min fmax fmin
+    abs fabs rint isnan isinf select""".split()) | _SAME_NAME
+_IDENT = re.compile(r"[^A-Za-z0-9_]")
+
+
+@dataclass
+class Program:
+    """One OpenCL C program holding every kernel of a model, and how to dispatch them."""
+
+    source: str
+    dispatches: dict[str, list[dict[str, Any]]]  # function name -> its dispatches, in order
+    extensions: list[str] = field(default_factory=list)
+
+
+def emit_program(funcs: list[PrimFunc], header: str = "") -> Program:
+    """Emit all functions into one program; dispatches of a function run in list order."""
+    helpers = Helpers()
+    dtypes: set[str] = set()
+    kernels: list[str] = []
+    table: dict[str, list[dict[str, Any]]] = {}
+    for func in funcs:
+        table[func.name] = []
+        for dispatch in split_dispatches(func):
+            writer = _KernelWriter(func, dispatch, helpers, dtypes)
+            kernels.append(writer.emit())
+            table[func.name].append({"entry": dispatch.name, "grid": list(dispatch.grid),
+                                     "workgroup": list(dispatch.workgroup)})
+    extensions = sorted({EXTENSIONS[d] for d in dtypes if d in EXTENSIONS})
+    parts = [f"/* {header} */" if header else ""]
+    parts += [f"#pragma OPENCL EXTENSION {ext} : enable" for ext in extensions]
+    parts += [helpers.source(), *kernels]
+    return Program("\n\n".join(p for p in parts if p) + "\n", table, extensions)
+
+
+class _Names:
+    """C identifiers for buffers and variables, unique within one kernel."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, str] = {}
+        self._taken: set[str] = set()
+
+    def bind(self, obj: object, name: str) -> str:
+        base = _IDENT.sub("_", name) or "v"
+        if base[0].isdigit() or base in _RESERVED or base.startswith(("get_", "tsm_", "__")):
+            base = f"v_{base}"
+        ident, n = base, 1
+        while ident in self._taken:
+            ident, n = f"{base}_{n}", n + 1
+        self._taken.add(ident)
+        self._by_id[id(obj)] = ident
+        return ident
+
+    def __getitem__(self, obj: object) -> str:
+        try:
+            return self._by_id[id(obj)]
+        except KeyError:
+            name = getattr(obj, "name", type(obj).__name__)
+            raise ModelError(f"'{name}' is used outside the loop or allocation that defines "
+                             "it; the opencl codegen cannot emit this function") from None
+
+
+class _KernelWriter:
+    """Writes one dispatch of one function as a ``__kernel``."""
+
+    def __init__(self, func: PrimFunc, dispatch: Dispatch, helpers: Helpers,
+                 dtypes: set[str]) -> None:
+        self.func = func
+        self.dispatch = dispatch
+        self.helpers = helpers
+        self.dtypes = dtypes
+        self.names = _Names()
+        self.lines: list[str] = []
+        self.depth = 1
+
+    # -- kernel ----------------------------------------------------------------------
+    def emit(self) -> str:
+        d = self.dispatch
+        written = _stored_buffers(d.body)
+        params = []
+        for buf in self.func.params:
+            const = "" if id(buf) in written else "const "
+            params.append(f"__global {const}{self._memory_type(buf.dtype)}* restrict "
+                          f"{self.names.bind(buf, buf.name)}")
+        for axis, var in d.block_vars.items():
+            self._line(f"const long {self.names.bind(var, var.name)} = "
+                       f"(long)get_group_id({'xyz'.index(axis)});")
+        for axis, var in d.thread_vars.items():
+            self._line(f"const long {self.names.bind(var, var.name)} = "
+                       f"(long)get_local_id({'xyz'.index(axis)});")
+        for buf in _shared_allocations(d.body):  # __local arrays live at kernel scope
+            self._line(f"__local {self._memory_type(buf.dtype)} "
+                       f"{self.names.bind(buf, buf.name)}[{max(buf.size, 1)}];")
+        self.stmt(d.body)
+        wg = ", ".join(map(str, d.workgroup))
+        signature = ",\n    ".join(params) or "void"
+        return (f"__kernel __attribute__((reqd_work_group_size({wg})))\n"
+                f"void {d.name}(\n    {signature})\n{{\n" + "\n".join(self.lines) + "\n}")
+
+    def _line(self, text: str) -> None:
+        self.lines.append("  " * self.depth + text)
+
+    def _type(self, dtype: str) -> str:
+        self.dtypes.add(dtype)
+        return scalar_type(dtype)
+
+    def _memory_type(self, dtype: str) -> str:
+        self.dtypes.add(dtype)
+        return memory_type(dtype)
+
+    # -- statements --------------------------------------------------------------------
+    def stmt(self, s: Stmt) -> None:
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                self.stmt(x)
+        elif isinstance(s, For):
+            self._for(s)
+        elif isinstance(s, Store):
+            value = self.expr(s.value)
+            if s.buffer.dtype == "bool":
+                value = f"(uchar)({value})"
+            self._line(f"{self.names[s.buffer]}[{self.expr(s.index)}] = {value};")
+        elif isinstance(s, IfThenElse):
+            self._line(f"if ({self.expr(s.cond)}) {{")
+            self._block(s.then)
+            if s.otherwise is not None:
+                self._line("} else {")
+                self._block(s.otherwise)
+            self._line("}")
+        elif isinstance(s, Allocate):
+            if s.buffer.scope != "shared":
+                self._line(f"{self._memory_type(s.buffer.dtype)} "
+                           f"{self.names.bind(s.buffer, s.buffer.name)}[{max(s.buffer.size, 1)}];")
+            self.stmt(s.body)
+        elif isinstance(s, Barrier):
+            self._line("barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);")
+        else:
+            raise ModelError(f"the opencl codegen cannot emit statement {type(s).__name__}")
+
+    def _for(self, s: For) -> None:
+        if s.kind.startswith(("blockIdx", "threadIdx")):
+            raise ModelError(
+                f"loop '{s.var.name}' of {self.func.name} is bound to {s.kind} but is not one "
+                "of the outermost loops of its stage; GPU schedules must bind the outermost "
+                "loops of each stage (see tensorsmith.ir.schedules.gpu)")
+        if s.kind == "unrolled":
+            self._line("#pragma unroll")
+        var = self.names.bind(s.var, s.var.name)
+        self._line(f"for (long {var} = 0; {var} < {s.extent}L; ++{var}) {{")
+        self._block(s.body)
+        self._line("}")
+
+    def _block(self, s: Stmt) -> None:
+        self.depth += 1
+        self.stmt(s)
+        self.depth -= 1
+
+    # -- expressions -------------------------------------------------------------------
+    def expr(self, e: Expr) -> str:
+        if isinstance(e, Const):
+            self._type(e.dtype)
+            return literal(e.value, e.dtype)
+        if isinstance(e, Var):
+            return self.names[e]
+        if isinstance(e, Load):
+            buf = e.buffer
+            if not isinstance(buf, Buffer):
+                raise ModelError(f"load of {buf!r} is not lowered to a buffer")
+            text = f"{self.names[buf]}[{self.expr(e.indices[0])}]"
+            return f"({text} != 0)" if buf.dtype == "bool" else text
+        if isinstance(e, Binary):
+            return self._binary(e, self.expr(e.a), self.expr(e.b))
+        if isinstance(e, Cast):
+            return self._cast(self.expr(e.value), e.value.dtype, e.dtype)
+        if isinstance(e, Select):
+            return f"({self.expr(e.cond)} ? {self.expr(e.a)} : {self.expr(e.b)})"
+        if isinstance(e, Call):
+            return self._call(e, [self.expr(a) for a in e.args])
+        raise ModelError(f"the opencl codegen cannot emit expression {type(e).__name__}")
+
+    def _binary(self, e: Binary, a: str, b: str) -> str:
+        dt = e.a.dtype
+        ctype = self._type(dt)
+        if e.op in COMPARISONS or e.op in ("and", "or"):
+            return f"({a} {_SYMBOL[e.op]} {b})"
+        if is_float(dt):
+            if e.op in ("add", "sub", "mul", "div"):
+                return f"({a} {_SYMBOL[e.op]} {b})"
+            if e.op in ("max", "min"):
+                return self.helpers.call(e.op, ctype, a, b)
+            if e.op == "floordiv":
+                return f"floor({a} / {b})"
+            if e.op == "floormod":
+                return f"({a} - floor({a} / {b}) * {b})"
+            if e.op in ("fmod", "pow"):
+                return f"{e.op}({a}, {b})"
+            raise ModelError(f"the opencl codegen has no float operator {e.op!r}")
+        if e.op in ("max", "min"):
+            return f"{e.op}({a}, {b})"
+        if e.op in ("floordiv", "div", "floormod", "fmod"):
+            symbol = "/" if e.op in ("floordiv", "div") else "%"
+            plain = is_unsigned(dt) or e.op == "fmod" or (_nonnegative(e.a)
+                                                          and _nonnegative(e.b))
+            if plain:
+                return _wrap(f"({a} {symbol} {b})", dt, ctype)
+            return self.helpers.call("floordiv" if symbol == "/" else "floormod", ctype, a, b)
+        if e.op in _SYMBOL:
+            return _wrap(f"({a} {_SYMBOL[e.op]} {b})", dt, ctype)
+        raise ModelError(f"the opencl codegen has no integer operator {e.op!r}"
+                         + (" (integer pow is lowered by the op)" if e.op == "pow" else ""))
+
+    def _cast(self, v: str, src: str, dst: str) -> str:
+        if src == dst:
+            return v
+        if dst == "bool":
+            return f"({v} != {literal(0, src)})"
+        return f"(({self._type(dst)})({v}))"
+
+    def _call(self, e: Call, args: list[str]) -> str:
+        dt = e.args[0].dtype
+        ctype = self._type(dt)
+        fn = e.fn
+        if not is_float(dt) and fn in _INTEGER_IDENTITY:
+            return args[0]
+        if fn in _SAME_NAME or fn in _RENAMED:
+            return f"{_RENAMED.get(fn, fn)}({', '.join(args)})"
+        if fn in ("isnan", "isinf"):
+            return f"({fn}({args[0]}) != 0)"
+        if fn == "iabs":
+            return f"(({ctype})abs({args[0]}))"
+        if fn == "neg":
+            return f"(-{args[0]})"
+        if fn == "sigmoid":
+            one = literal(1, dt)
+            return f"({one} / ({one} + exp(-{args[0]})))"
+        raise ModelError(f"the opencl codegen has no math function {fn!r}")
+
+
+def _wrap(text: str, dtype: str, ctype: str) -> str:
+    """Integer arithmetic on char/short is done in int by C; cast back so it wraps."""
+    return f"(({ctype}){text})" if dtype in NARROW_INTS else text
+
+
+def _nonnegative(e: Expr) -> bool:
+    """True when ``e`` is built from loop variables and non-negative constants only."""
+    if isinstance(e, Const):
+        return bool(e.value >= 0)
+    if isinstance(e, Var):
+        return True
+    if isinstance(e, Binary) and e.op in ("add", "mul", "floordiv", "floormod", "max"):
+        return _nonnegative(e.a) and _nonnegative(e.b)
+    return False
+
+
+def _stored_buffers(s: Stmt) -> set[int]:
+    """ids of the buffers ``s`` stores to (the others become ``const`` parameters)."""
+    out: set[int] = set()
+    for x in _walk(s):
+        if isinstance(x, Store):
+            out.add(id(x.buffer))
+    return out
+
+
+def _shared_allocations(s: Stmt) -> list[Buffer]:
+    return [x.buffer for x in _walk(s) if isinstance(x, Allocate) and x.buffer.scope == "shared"]
+
+
+def _walk(s: Stmt) -> list[Stmt]:
+    out = [s]
+    if isinstance(s, Seq):
+        for x in s.stmts:
+            out += _walk(x)
+    elif isinstance(s, (For, Allocate)):
+        out += _walk(s.body)
+    elif isinstance(s, IfThenElse):
+        out += _walk(s.then)
+        if s.otherwise is not None:
+            out += _walk(s.otherwise)
+    return out

@@ -1,0 +1,180 @@
+"""What a converter sees: the node it converts, and a builder that names things well.
+
+:class:`ImportState` is the model-wide state (builder, ONNX name -> Value map, the set of
+names already taken). :class:`NodeContext` wraps one node: typed attribute access,
+inputs as Values, constant inputs as arrays, and :meth:`NodeContext.add`, which appends
+a canonical op with a fresh name and this node's place in every error message.
+
+``add`` folds ops whose inputs are all small constants right away. Exported models
+compute shapes at run time (``Shape -> Gather -> Concat -> Reshape``); with static shapes
+those chains are constants, and folding them here is what lets ``Reshape`` see the
+target shape it needs as a plain list.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import onnx
+from tensorsmith.ir.builder import GraphBuilder
+from tensorsmith.ir.errors import ModelError, ShapeError
+from tensorsmith.ir.graph import Graph, Node, Value
+from tensorsmith.ir.op_registry import TensorType, get_op
+
+from .dtypes import check_numpy_dtype
+
+FOLD_LIMIT = 4096
+"""Ops whose inputs and outputs are constants of at most this many elements are folded at
+import; larger constant work (transposing a weight) is left to the folding pass."""
+
+
+class ImportState:
+    """Model-wide: the builder, the values bound to ONNX names, names in use."""
+
+    def __init__(self, graph_name: str, reserved: set[str]) -> None:
+        self.builder = GraphBuilder(graph_name or "main")
+        self.env: dict[str, Value] = {}
+        self.reserved = set(reserved)  # every ONNX value name: never given to our values
+        self.used: set[str] = set(reserved)
+
+    def fresh(self, base: str) -> str:
+        """A name taken by no ONNX value and no value made so far."""
+        base = base or "v"
+        name, n = base, 0
+        while name in self.used:
+            n += 1
+            name = f"{base}_{n}"
+        self.used.add(name)
+        return name
+
+
+class NodeContext:
+    """One ONNX node during conversion."""
+
+    def __init__(self, state: ImportState, node: onnx.NodeProto, index: int, opset: int,
+                 attrs: dict[str, Any]) -> None:
+        self.state = state
+        self.node = node
+        self.op_type = node.op_type
+        self.opset = opset
+        self.attrs = attrs
+        self.name = node.name or f"{node.op_type}_{index}"
+        first_out = next((o for o in node.output if o), "")
+        self.where = (f"node '{node.name}' ({node.op_type}, opset {opset})" if node.name else
+                      f"node #{index} ({node.op_type}, opset {opset}, output '{first_out}')")
+        self.inputs: list[Value | None] = [state.env[n] if n else None for n in node.input]
+        self.created: dict[int, Value] = {}  # uid -> values made by this node's converter
+        self.nodes: list[Node] = []
+        self._base = first_out or self.name
+
+    # -- attributes and inputs --------------------------------------------------------
+    def attr(self, name: str, default: Any = None) -> Any:
+        return self.attrs.get(name, default)
+
+    def required_attr(self, name: str) -> Any:
+        if name not in self.attrs:
+            raise self.error(f"attribute '{name}' is required")
+        return self.attrs[name]
+
+    def input(self, i: int) -> Value:
+        v = self.inputs[i] if i < len(self.inputs) else None
+        if v is None:
+            raise self.error(f"input {i} is required")
+        return v
+
+    def optional_input(self, i: int) -> Value | None:
+        return self.inputs[i] if i < len(self.inputs) else None
+
+    def constant(self, i: int, what: str) -> np.ndarray:
+        """Input ``i`` as an array: it must be known at import time (``what`` names it)."""
+        v = self.input(i)
+        if v.data is None:
+            raise self.error(f"input {i} ({what}) must be a constant known at import time "
+                             f"(an initializer, a Constant, or computed from shapes), but "
+                             f"'{self.node.input[i]}' is only known at run time")
+        return v.data
+
+    def optional_constant(self, i: int, what: str) -> np.ndarray | None:
+        return None if self.optional_input(i) is None else self.constant(i, what)
+
+    def output_wanted(self, i: int) -> bool:
+        return i < len(self.node.output) and bool(self.node.output[i])
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.node.output)
+
+    # -- building -------------------------------------------------------------------
+    def error(self, message: str) -> ModelError:
+        """A ModelError naming this node; ``raise ctx.error(...)``."""
+        return ModelError(f"{self.where}: {message}")
+
+    def const(self, data: Any, dtype: str | None = None, hint: str = "const") -> Value:
+        """A new constant value (a scalar broadcasts against any tensor)."""
+        array = np.asarray(data, dtype=dtype)
+        check_numpy_dtype(str(array.dtype), f"{self.where}: constant")
+        v = Graph.constant(self.state.fresh(f"{self._base}_{hint}"), array)
+        self.created[v.uid] = v
+        return v
+
+    def scalar(self, value: float | int | bool, like: Value) -> Value:
+        """A 0-d constant of ``like``'s dtype."""
+        return self.const(np.asarray(value).astype(like.dtype), hint="scalar")
+
+    def add(self, op: str, inputs: list[Value], attrs: dict[str, Any] | None = None
+            ) -> Value:
+        return self.add_multi(op, inputs, attrs)[0]
+
+    def add_multi(self, op: str, inputs: list[Value], attrs: dict[str, Any] | None = None
+                  ) -> list[Value]:
+        """Append canonical ``op``; folded to constants when every input is a small constant."""
+        attrs = dict(attrs or {})
+        if inputs and all(v.data is not None and v.data.size <= FOLD_LIMIT for v in inputs):
+            folded = self._fold(op, inputs, attrs)
+            if folded is not None:
+                return folded
+        outs = self.state.builder.add(
+            op, inputs, attrs, name=f"{self.name}/{op}",
+            out_names=[self.state.fresh(f"{self._base}_{op}")], where=self.where)
+        node = self.state.builder.nodes[-1]
+        self.nodes.append(node)
+        for v in outs:
+            self.created[v.uid] = v
+        return outs
+
+    def _fold(self, op: str, inputs: list[Value], attrs: dict[str, Any]) -> list[Value] | None:
+        opdef = get_op(op)
+        try:
+            types = opdef.infer([TensorType(v.shape, v.dtype) for v in inputs], attrs)
+        except ShapeError as e:
+            shapes = ", ".join(f"{v.dtype}{list(v.shape)}" for v in inputs)
+            raise ShapeError(f"{self.where}: {e} (inputs {shapes})") from None
+        if any(int(np.prod(t.shape)) > FOLD_LIMIT for t in types):
+            return None
+        with np.errstate(all="ignore"):
+            results = opdef.reference([v.data for v in inputs], attrs)  # type: ignore[misc]
+        return [self.const(np.asarray(r).astype(t.dtype, copy=False).reshape(t.shape),
+                           hint=op) for r, t in zip(results, types)]
+
+    # -- after the converter ----------------------------------------------------------
+    def finish_names(self, outputs: list[Value | None]) -> None:
+        """Give this node's ONNX output names to the values made for them.
+
+        Values the converter passed through (Identity returns its input) keep their names;
+        the ONNX name then refers to them in the importer's environment only.
+        """
+        producers: dict[int, Node] = {}
+        for n in self.nodes:
+            for v in n.outputs:
+                producers[v.uid] = n
+        for i, v in enumerate(outputs):
+            name = self.node.output[i] if i < len(self.node.output) else ""
+            if v is None or not name or v.uid not in self.created:
+                continue
+            if v.name in self.state.reserved:  # already named for an earlier output
+                continue
+            v.name = name
+            if v.uid in producers:
+                producers[v.uid].name = self.name if len(outputs) == 1 else f"{self.name}:{i}"

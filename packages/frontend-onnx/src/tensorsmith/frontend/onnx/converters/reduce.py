@@ -1,0 +1,99 @@
+"""Reductions. ONNX moved ``axes`` from an attribute to an input (ReduceSum at opset 13,
+the others at 18) and added ``noop_with_empty_axes``; both forms end up as the canonical
+``reduce_*(axes | None, keepdims)``. The L1/L2/log-sum family are compositions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tensorsmith.ir.graph import Value
+
+from ..context import NodeContext
+from ..registry import converter
+from .common import ints, normalize_axes, reshape
+
+Reducer = Callable[[NodeContext, Value, "list[int] | None", bool], Value]
+
+
+def _axes(ctx: NodeContext, rank: int, axes_as_input: bool) -> list[int] | str | None:
+    """Normalised axes; None for all of them; "noop" when the node is the identity."""
+    if axes_as_input:
+        given = ctx.optional_constant(1, "axes")
+        axes = None if given is None else ints(given)
+        if not axes and int(ctx.attr("noop_with_empty_axes", 0)):
+            return "noop"
+    else:
+        axes = ctx.attr("axes")
+    if not axes:
+        return None
+    return sorted(normalize_axes(ctx, axes, rank))
+
+
+def _plain(op: str) -> Reducer:
+    def reduce(ctx: NodeContext, x: Value, axes: list[int] | None, keep: bool) -> Value:
+        return ctx.add(op, [x], {"axes": axes, "keepdims": keep})
+
+    return reduce
+
+
+def _of(inner: Callable[[NodeContext, Value], Value], op: str,
+        outer: str | None = None) -> Reducer:
+    """``outer(op(inner(x)))``: L1 is sum(abs), L2 sqrt(sum(x*x)), LogSum log(sum)..."""
+
+    def reduce(ctx: NodeContext, x: Value, axes: list[int] | None, keep: bool) -> Value:
+        y = ctx.add(op, [inner(ctx, x)], {"axes": axes, "keepdims": keep})
+        return ctx.add(outer, [y]) if outer else y
+
+    return reduce
+
+
+def _log_sum_exp(ctx: NodeContext, x: Value, axes: list[int] | None, keep: bool) -> Value:
+    """log(sum(exp(x - max))) + max: the max keeps exp from overflowing."""
+    m = ctx.add("reduce_max", [x], {"axes": axes, "keepdims": True})
+    s = ctx.add("reduce_sum", [ctx.add("exp", [ctx.add("sub", [x, m])])],
+                {"axes": axes, "keepdims": keep})
+    return ctx.add("add", [ctx.add("log", [s]), reshape(ctx, m, s.shape)])
+
+
+def _identity(ctx: NodeContext, x: Value) -> Value:
+    return x
+
+
+def _square(ctx: NodeContext, x: Value) -> Value:
+    return ctx.add("mul", [x, x])
+
+
+def _abs(ctx: NodeContext, x: Value) -> Value:
+    return ctx.add("abs", [x])
+
+
+REDUCERS: dict[str, tuple[Reducer, int]] = {
+    # ONNX op: (how, the opset from which axes is an input)
+    "ReduceSum": (_plain("reduce_sum"), 13),
+    "ReduceMean": (_plain("reduce_mean"), 18),
+    "ReduceMax": (_plain("reduce_max"), 18),
+    "ReduceMin": (_plain("reduce_min"), 18),
+    "ReduceProd": (_plain("reduce_prod"), 18),
+    "ReduceL1": (_of(_abs, "reduce_sum"), 18),
+    "ReduceL2": (_of(_square, "reduce_sum", "sqrt"), 18),
+    "ReduceSumSquare": (_of(_square, "reduce_sum"), 18),
+    "ReduceLogSum": (_of(_identity, "reduce_sum", "log"), 18),
+    "ReduceLogSumExp": (_log_sum_exp, 18),
+}
+
+
+def _make(how: Reducer, axes_as_input: bool) -> Callable[[NodeContext], Value]:
+    def convert(ctx: NodeContext) -> Value:
+        x = ctx.input(0)
+        axes = _axes(ctx, len(x.shape), axes_as_input)
+        if axes == "noop":
+            return x
+        assert not isinstance(axes, str)
+        return how(ctx, x, axes, bool(int(ctx.attr("keepdims", 1))))
+
+    return convert
+
+
+for _name, (_how, _input_since) in REDUCERS.items():
+    converter(_name, since=1)(_make(_how, axes_as_input=False))
+    converter(_name, since=_input_since)(_make(_how, axes_as_input=True))

@@ -1,0 +1,329 @@
+"""Ops that move data or compute shapes: Reshape, Flatten, Transpose, (Un)Squeeze,
+Concat, Split, Slice, Gather, Expand, Tile, Pad, Shape, Size, DepthToSpace, SpaceToDepth.
+
+Shapes are static, so Shape and Size are constants, and the index arithmetic exported
+models do on them folds at import (see :mod:`..context`). Operands that say *how* to
+move data (a reshape's target, slice bounds, pads) must therefore be constants.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tensorsmith.ir.graph import Value
+
+from ..context import NodeContext
+from ..registry import converter
+from .common import ints, normalize_axes, normalize_axis, reshape, slice_axis, transpose
+
+
+@converter("Reshape", since=5)
+def convert_reshape(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    target = ints(ctx.constant(1, "shape"))
+    allowzero = ctx.opset >= 14 and int(ctx.attr("allowzero", 0))
+    shape: list[int] = []
+    for i, d in enumerate(target):
+        if d == 0 and not allowzero:
+            if i >= len(x.shape):
+                raise ctx.error(f"shape {target} copies dim {i} (0) of an input of rank "
+                                f"{len(x.shape)}")
+            d = x.shape[i]
+        shape.append(d)
+    if shape.count(-1) > 1:
+        raise ctx.error(f"shape {target} has more than one -1")
+    if -1 in shape:
+        known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+        total = int(np.prod(x.shape, dtype=np.int64))
+        if known == 0 or total % known:
+            raise ctx.error(f"cannot reshape {list(x.shape)} ({total} elements) to {target}")
+        shape[shape.index(-1)] = total // known
+    if any(d < 0 for d in shape):
+        raise ctx.error(f"shape {target} has a negative dimension other than -1")
+    return reshape(ctx, x, shape)
+
+
+@converter("Flatten", since=1)
+def convert_flatten(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    rank = len(x.shape)
+    axis = int(ctx.attr("axis", 1))
+    if not -rank <= axis <= rank:
+        raise ctx.error(f"axis {axis} is out of range for an input of rank {rank}")
+    axis = axis + rank if axis < 0 else axis
+    rows = int(np.prod(x.shape[:axis], dtype=np.int64))
+    return reshape(ctx, x, (rows, int(np.prod(x.shape[axis:], dtype=np.int64))))
+
+
+@converter("Transpose", since=1)
+def convert_transpose(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    rank = len(x.shape)
+    perm = ctx.attr("perm") or list(range(rank - 1, -1, -1))
+    if sorted(perm) != list(range(rank)):
+        raise ctx.error(f"perm {perm} is not a permutation of the {rank} axes")
+    return transpose(ctx, x, perm)
+
+
+def _squeeze(ctx: NodeContext, axes: list[int] | None) -> Value:
+    x = ctx.input(0)
+    if axes is None:
+        drop = [d for d, n in enumerate(x.shape) if n == 1]
+    else:
+        drop = normalize_axes(ctx, axes, len(x.shape))
+        for d in drop:
+            if x.shape[d] != 1:
+                raise ctx.error(f"cannot squeeze axis {d} of shape {list(x.shape)}: its "
+                                f"size is {x.shape[d]}, not 1")
+    return reshape(ctx, x, [n for d, n in enumerate(x.shape) if d not in drop])
+
+
+@converter("Squeeze", since=1)
+def convert_squeeze_v1(ctx: NodeContext) -> Value:
+    axes = ctx.attr("axes")
+    return _squeeze(ctx, axes if axes else None)
+
+
+@converter("Squeeze", since=13)
+def convert_squeeze_v13(ctx: NodeContext) -> Value:
+    given = ctx.optional_constant(1, "axes")
+    return _squeeze(ctx, None if given is None else ints(given))
+
+
+def _unsqueeze(ctx: NodeContext, axes: list[int]) -> Value:
+    x = ctx.input(0)
+    rank = len(x.shape) + len(axes)
+    inserted = set(normalize_axes(ctx, axes, rank))
+    dims = iter(x.shape)
+    return reshape(ctx, x, [1 if d in inserted else next(dims) for d in range(rank)])
+
+
+@converter("Unsqueeze", since=1)
+def convert_unsqueeze_v1(ctx: NodeContext) -> Value:
+    return _unsqueeze(ctx, list(ctx.required_attr("axes")))
+
+
+@converter("Unsqueeze", since=13)
+def convert_unsqueeze_v13(ctx: NodeContext) -> Value:
+    return _unsqueeze(ctx, ints(ctx.constant(1, "axes")))
+
+
+@converter("Concat", since=4)
+def convert_concat(ctx: NodeContext) -> Value:
+    values = [v for v in ctx.inputs if v is not None]
+    if not values:
+        raise ctx.error("takes at least one input")
+    rank = len(values[0].shape)
+    axis = normalize_axis(ctx, int(ctx.required_attr("axis")), rank)
+    if len(values) == 1:
+        return values[0]
+    return ctx.add("concat", values, {"axis": axis})
+
+
+def _split_sizes(ctx: NodeContext, dim: int, split: list[int] | None) -> list[int]:
+    n = ctx.num_outputs
+    if split is not None:
+        if len(split) != n or sum(split) != dim or any(s < 0 for s in split):
+            raise ctx.error(f"split {split} does not divide an axis of {dim} into {n} parts")
+        return split
+    parts = ctx.attr("num_outputs") if ctx.opset >= 18 else None
+    if parts is not None:  # opset 18: equal chunks of ceil(dim / n), the last smaller
+        chunk = -(-dim // int(parts))
+        return [max(0, min(chunk, dim - i * chunk)) for i in range(n)]
+    if dim % n:
+        raise ctx.error(f"cannot split an axis of {dim} into {n} equal parts")
+    return [dim // n] * n
+
+
+def _split(ctx: NodeContext, split: list[int] | None) -> list[Value]:
+    x = ctx.input(0)
+    axis = normalize_axis(ctx, int(ctx.attr("axis", 0)), len(x.shape))
+    sizes = _split_sizes(ctx, x.shape[axis], split)
+    outs, start = [], 0
+    for size in sizes:
+        outs.append(slice_axis(ctx, x, axis, start, start + size))
+        start += size
+    return outs
+
+
+@converter("Split", since=2)
+def convert_split_v2(ctx: NodeContext) -> list[Value]:
+    split = ctx.attr("split")
+    return _split(ctx, list(split) if split else None)
+
+
+@converter("Split", since=13)
+def convert_split_v13(ctx: NodeContext) -> list[Value]:
+    given = ctx.optional_constant(1, "split")
+    return _split(ctx, None if given is None else ints(given))
+
+
+def slice_bounds(dim: int, start: int, end: int, step: int) -> tuple[int, int]:
+    """ONNX Slice's clamping: negative indices count from the end; a forward slice clamps
+    to [0, dim], a backward one to [0, dim - 1] for the start and [-1, dim - 1] for the
+    end (-1 meaning "through index 0")."""
+    if start < 0:
+        start += dim
+    if end < 0:
+        end += dim
+    if step > 0:
+        return min(max(start, 0), dim), min(max(end, 0), dim)
+    if dim == 0:
+        return 0, 0
+    return min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+
+
+def _slice(ctx: NodeContext, starts: list[int], ends: list[int], axes: list[int] | None,
+           steps: list[int] | None) -> Value:
+    x = ctx.input(0)
+    rank = len(x.shape)
+    axes = list(range(len(starts))) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise ctx.error(f"starts {starts}, ends {ends}, axes {axes} and steps {steps} "
+                        "differ in length")
+    begin, end, step = [0] * rank, list(x.shape), [1] * rank
+    for a, s, e, k in zip(normalize_axes(ctx, axes, rank), starts, ends, steps):
+        if k == 0:
+            raise ctx.error(f"step 0 on axis {a}")
+        begin[a], end[a] = slice_bounds(x.shape[a], s, e, k)
+        step[a] = k
+    if begin == [0] * rank and end == list(x.shape) and step == [1] * rank:
+        return x
+    return ctx.add("slice", [x], {"begin": begin, "end": end, "step": step})
+
+
+@converter("Slice", since=1)
+def convert_slice_v1(ctx: NodeContext) -> Value:
+    axes = ctx.attr("axes")
+    return _slice(ctx, list(ctx.required_attr("starts")), list(ctx.required_attr("ends")),
+                  list(axes) if axes else None, None)
+
+
+@converter("Slice", since=10)
+def convert_slice_v10(ctx: NodeContext) -> Value:
+    axes = ctx.optional_constant(3, "axes")
+    steps = ctx.optional_constant(4, "steps")
+    return _slice(ctx, ints(ctx.constant(1, "starts")), ints(ctx.constant(2, "ends")),
+                  None if axes is None else ints(axes), None if steps is None else ints(steps))
+
+
+@converter("Gather", since=1)
+def convert_gather(ctx: NodeContext) -> Value:
+    data, indices = ctx.input(0), ctx.input(1)
+    axis = normalize_axis(ctx, int(ctx.attr("axis", 0)), len(data.shape))
+    if indices.data is not None:
+        n = data.shape[axis]
+        idx = indices.data.astype(np.int64)
+        if idx.size and (idx.min() < -n or idx.max() >= n):
+            raise ctx.error(f"indices {idx.reshape(-1).tolist()[:8]} are out of range for "
+                            f"axis {axis} of size {n}")
+        indices = ctx.const(np.where(idx < 0, idx + n, idx), hint="indices")
+    return ctx.add("gather", [data, indices], {"axis": axis})
+
+
+@converter("Expand", since=8)
+def convert_expand(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    target = ints(ctx.constant(1, "shape"))
+    try:
+        shape = tuple(int(d) for d in np.broadcast_shapes(x.shape, tuple(target)))
+    except ValueError:
+        raise ctx.error(f"cannot expand {list(x.shape)} to {target}") from None
+    return x if shape == x.shape else ctx.add("expand", [x], {"shape": list(shape)})
+
+
+@converter("Tile", since=6)
+def convert_tile(ctx: NodeContext) -> Value:
+    """Tiling is an expand of an interleaved view: [a, b] by [r, s] is
+    reshape([1, a, 1, b]) -> expand([r, a, s, b]) -> reshape([r*a, s*b])."""
+    x = ctx.input(0)
+    repeats = ints(ctx.constant(1, "repeats"))
+    if len(repeats) != len(x.shape) or any(r < 0 for r in repeats):
+        raise ctx.error(f"repeats {repeats} do not fit an input of shape {list(x.shape)}")
+    if all(r == 1 for r in repeats):
+        return x
+    view = reshape(ctx, x, [d for n in x.shape for d in (1, n)])
+    big = ctx.add("expand", [view], {"shape": [d for r, n in zip(repeats, x.shape)
+                                               for d in (r, n)]})
+    return reshape(ctx, big, [r * n for r, n in zip(repeats, x.shape)])
+
+
+def _pad(ctx: NodeContext, pads: list[int], value: float, axes: list[int] | None) -> Value:
+    x = ctx.input(0)
+    rank = len(x.shape)
+    mode = ctx.attr("mode", "constant")
+    axes = list(range(rank)) if axes is None else normalize_axes(ctx, axes, rank)
+    if len(pads) != 2 * len(axes):
+        raise ctx.error(f"pads {pads} need 2 values per padded axis ({len(axes)} axes)")
+    before, after = [0] * rank, [0] * rank
+    for i, a in enumerate(axes):
+        before[a], after[a] = pads[i], pads[i + len(axes)]
+    # negative pads crop: slice those first, then pad by the positive amounts
+    if any(p < 0 for p in (*before, *after)):
+        begin = [max(-b, 0) for b in before]
+        end = [n - max(-a, 0) for n, a in zip(x.shape, after)]
+        if any(e < b for b, e in zip(begin, end)):
+            raise ctx.error(f"pads {pads} crop more than the input {list(x.shape)} has")
+        x = ctx.add("slice", [x], {"begin": begin, "end": end, "step": [1] * rank})
+        before, after = [max(b, 0) for b in before], [max(a, 0) for a in after]
+    if not any(before) and not any(after):
+        return x
+    return ctx.add("pad", [x], {"before": before, "after": after, "mode": mode,
+                                "value": value})
+
+
+@converter("Pad", since=2)
+def convert_pad_v2(ctx: NodeContext) -> Value:
+    return _pad(ctx, list(ctx.required_attr("pads")), float(ctx.attr("value", 0.0)), None)
+
+
+@converter("Pad", since=11)
+def convert_pad_v11(ctx: NodeContext) -> Value:
+    pads = ints(ctx.constant(1, "pads"))
+    fill = ctx.optional_constant(2, "constant_value")
+    value = 0.0 if fill is None or fill.size == 0 else fill.reshape(-1)[0].item()
+    axes = ctx.optional_constant(3, "axes") if ctx.opset >= 18 else None
+    return _pad(ctx, pads, value, None if axes is None else ints(axes))
+
+
+@converter("Shape", since=1)
+def convert_shape(ctx: NodeContext) -> Value:
+    dims = list(ctx.input(0).shape)
+    if ctx.opset >= 15:  # start/end slice the shape, clamped like Python slicing
+        dims = dims[int(ctx.attr("start", 0)):ctx.attr("end")]
+    return ctx.const(np.asarray(dims, dtype=np.int64), hint="shape")
+
+
+@converter("Size", since=1)
+def convert_size(ctx: NodeContext) -> Value:
+    return ctx.const(np.int64(np.prod(ctx.input(0).shape, dtype=np.int64)), hint="size")
+
+
+@converter("DepthToSpace", since=1)
+def convert_depth_to_space(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    b = int(ctx.required_attr("blocksize"))
+    if len(x.shape) != 4 or x.shape[1] % (b * b):
+        raise ctx.error(f"needs [N, C, H, W] with C divisible by {b * b}, got {list(x.shape)}")
+    n, c, h, w = x.shape
+    if ctx.attr("mode", "DCR") == "CRD":
+        y = reshape(ctx, x, (n, c // (b * b), b, b, h, w))
+        y = transpose(ctx, y, (0, 1, 4, 2, 5, 3))
+    else:
+        y = reshape(ctx, x, (n, b, b, c // (b * b), h, w))
+        y = transpose(ctx, y, (0, 3, 4, 1, 5, 2))
+    return reshape(ctx, y, (n, c // (b * b), h * b, w * b))
+
+
+@converter("SpaceToDepth", since=1)
+def convert_space_to_depth(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    b = int(ctx.required_attr("blocksize"))
+    if len(x.shape) != 4 or x.shape[2] % b or x.shape[3] % b:
+        raise ctx.error(f"needs [N, C, H, W] with H and W divisible by {b}, got "
+                        f"{list(x.shape)}")
+    n, c, h, w = x.shape
+    y = reshape(ctx, x, (n, c, h // b, b, w // b, b))
+    y = transpose(ctx, y, (0, 3, 5, 1, 2, 4))
+    return reshape(ctx, y, (n, c * b * b, h // b, w // b))

@@ -1,0 +1,143 @@
+"""``from_onnx``: an ONNX model in, a graph-IR :class:`Graph` and its params out.
+
+The order of checks is the order a user wants to learn things in: the file is not
+there or not ONNX; the checker rejects it; its opset is out of range; which operators
+are missing (all of them at once); which input shapes to give; then conversion, where
+any error names the ONNX node, its op type and opset.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+import onnx
+from onnx import numpy_helper
+from tensorsmith.ir.errors import ModelError, UnsupportedOpError
+from tensorsmith.ir.graph import Graph, Value
+from tensorsmith.runtime.errors import TensorsmithError
+
+from . import inputs as input_shapes
+from . import loader
+from .attributes import node_attributes
+from .context import ImportState, NodeContext
+from .dtypes import check_numpy_dtype
+from .registry import canonical_domain, lookup, qualified
+
+
+def from_onnx(model: onnx.ModelProto | str | os.PathLike[str],
+              shape: Mapping[str, Sequence[int]] | None = None
+              ) -> tuple[Graph, dict[str, np.ndarray]]:
+    """Import ``model``; ``shape`` gives sizes for inputs with symbolic dimensions.
+
+    Returns the graph and ``params``: the initializers by name, the very arrays the
+    graph's constants hold.
+    """
+    proto, source = loader.load(model)
+    loader.check(proto, source)
+    opsets = loader.opsets(proto, source)
+    check_supported(proto.graph, opsets, source)
+    return _GraphImporter(proto.graph, opsets, source).run(shape)
+
+
+def check_supported(graph: onnx.GraphProto, opsets: Mapping[str, int], source: str) -> None:
+    """Raise one UnsupportedOpError naming every op type without a converter."""
+    missing: dict[str, list[str]] = {}
+    versions: dict[str, str] = {}
+    for i, node in enumerate(graph.node):
+        domain = canonical_domain(node.domain)
+        opset = opsets.get(domain, 1)
+        if lookup(node.op_type, domain, opset) is not None:
+            continue
+        key = qualified(node.op_type, domain)
+        missing.setdefault(key, []).append(f"'{node.name}'" if node.name else
+                                           f"#{i} (unnamed)")
+        versions[key] = f"opset {opset}" if not domain else f"{domain} opset {opset}"
+    if not missing:
+        return
+    lines = []
+    for op, nodes in missing.items():
+        shown = ", ".join(nodes[:10]) + (f" and {len(nodes) - 10} more" if len(nodes) > 10
+                                          else "")
+        lines.append(f"  {op} ({versions[op]}): node{'s' if len(nodes) > 1 else ''} {shown}")
+    raise UnsupportedOpError(
+        f"{source}: {len(missing)} unsupported operator{'s' if len(missing) > 1 else ''} "
+        f"({', '.join(missing)}):\n" + "\n".join(lines))
+
+
+class _GraphImporter:
+    def __init__(self, graph: onnx.GraphProto, opsets: Mapping[str, int], source: str) -> None:
+        self.graph = graph
+        self.opsets = opsets
+        self.source = source
+        reserved = {vi.name for vi in graph.input} | {vi.name for vi in graph.output}
+        reserved |= {t.name for t in graph.initializer}
+        for node in graph.node:
+            reserved.update(n for n in (*node.input, *node.output) if n)
+        self.state = ImportState(graph.name, reserved)
+
+    def run(self, shape: Mapping[str, Sequence[int]] | None) -> tuple[Graph, dict[str, np.ndarray]]:
+        params = self._initializers()
+        runtime_inputs = [vi for vi in self.graph.input if vi.name not in params]
+        for name, static, dtype in input_shapes.resolve(runtime_inputs, shape, self.source):
+            self.state.env[name] = self.state.builder.input(name, static, dtype)
+        for index, node in enumerate(self.graph.node):
+            self._convert(index, node)
+        outputs = [self._output(vi.name) for vi in self.graph.output]
+        return self.state.builder.finish(outputs), params
+
+    def _initializers(self) -> dict[str, np.ndarray]:
+        if len(self.graph.sparse_initializer):
+            raise ModelError(f"{self.source}: sparse initializers are not supported "
+                             f"('{self.graph.sparse_initializer[0].values.name}')")
+        params: dict[str, np.ndarray] = {}
+        for t in self.graph.initializer:
+            try:
+                array = numpy_helper.to_array(t)
+            except Exception as e:
+                raise ModelError(f"{self.source}: initializer '{t.name}' cannot be read "
+                                 f"({e})") from None
+            check_numpy_dtype(str(array.dtype), f"{self.source}: initializer '{t.name}'")
+            value = Graph.constant(t.name, array)
+            self.state.env[t.name] = value
+            params[t.name] = value.data  # type: ignore[assignment]
+        return params
+
+    def _convert(self, index: int, node: onnx.NodeProto) -> None:
+        domain = canonical_domain(node.domain)
+        opset = self.opsets.get(domain, 1)
+        conv = lookup(node.op_type, domain, opset)
+        assert conv is not None  # check_supported ran first
+        for name in node.input:
+            if name and name not in self.state.env:
+                raise ModelError(f"{self.source}: node '{node.name or index}' "
+                                 f"({node.op_type}) reads '{name}', which nothing produces")
+        ctx = NodeContext(self.state, node, index, opset, node_attributes(node))
+        try:
+            result = conv.fn(ctx)
+        except TensorsmithError:
+            raise
+        except Exception as e:  # a converter bug: still say which node it was
+            raise ModelError(f"{ctx.where}: conversion failed: {type(e).__name__}: {e}") from e
+        outputs = list(result) if isinstance(result, list | tuple) else [result]
+        for i, name in enumerate(node.output):
+            if not name:
+                continue
+            if i >= len(outputs) or outputs[i] is None:
+                raise ctx.error(f"output {i} ('{name}') is not supported")
+        ctx.finish_names(outputs)
+        for name, v in zip(node.output, outputs):
+            if name and v is not None:
+                self.state.env[name] = v
+
+    def _output(self, name: str) -> Value:
+        """The value of graph output ``name``, named ``name`` (a copy where aliased)."""
+        v = self.state.env.get(name)
+        if v is None:
+            raise ModelError(f"{self.source}: graph output '{name}' is never produced")
+        if v.name == name and not any(v is i for i in self.state.builder.inputs):
+            return v
+        return self.state.builder.add("copy", [v], {}, name=name, out_names=[name],
+                                      where=f"graph output '{name}'")[0]

@@ -1,0 +1,331 @@
+"""The OpenCL executor: runs an ``opencl`` artifact's plan with pyopencl.
+
+An OpenCL artifact carries OpenCL C source, the weights and the plan (docs/artifact.md,
+"OpenCL artifacts"); this module compiles the source for the chosen device once per
+load (pyopencl and most drivers cache the binary per source, so later loads are fast),
+gives every plan buffer its own device buffer (params filled once, here), and runs each
+step as its dispatches enqueued in order on one in-order queue, which is the barrier
+between them. It has the same interface as ``cpu.CpuModel``, so ``GraphModule`` above it
+does the checking a user understands and this class only moves bytes.
+
+One device buffer per plan buffer ignores the plan's workspace reuse (offsets): simpler
+than sub-buffers, which need offsets aligned to CL_DEVICE_MEM_BASE_ADDR_ALIGN, and still
+correct because a step only reads a plan buffer that an earlier step (or set_input)
+wrote under the same index.
+
+pyopencl is imported here, lazily, so ``tensorsmith.runtime`` itself needs only NumPy.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tensorsmith.runtime.artifact import Artifact
+from tensorsmith.runtime.cpu import TensorSpec
+from tensorsmith.runtime.device import Device
+from tensorsmith.runtime.errors import ArtifactError, DeviceError, TensorsmithError
+
+__all__ = ["OpenCLModel", "list_devices"]
+
+INSTALL_PYOPENCL = "pip install tensorsmith-runtime[opencl]"
+INSTALL_DRIVER = (
+    "install an OpenCL driver: PoCL runs on any CPU (apt-get install pocl-opencl-icd "
+    "ocl-icd-libopencl1); for a GPU, install its vendor's OpenCL driver. Drivers register "
+    "in /etc/OpenCL/vendors/*.icd (or the directory in OCL_ICD_VENDORS)"
+)
+_EXTENSION_USE = {"cl_khr_fp16": "float16 arithmetic", "cl_khr_fp64": "float64 arithmetic"}
+
+
+def _pyopencl() -> Any:
+    try:
+        import pyopencl
+    except ImportError as e:
+        raise DeviceError(
+            f"device 'opencl' needs the pyopencl package, which cannot be imported ({e}); "
+            f"install it with: {INSTALL_PYOPENCL}"
+        ) from None
+    return pyopencl
+
+
+def list_devices() -> list[Any]:
+    """Every OpenCL device of every platform, in order: ``opencl:N`` is the N-th."""
+    cl = _pyopencl()
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as e:  # the ICD loader found no platform at all
+        raise DeviceError(f"no OpenCL platform found ({e}); {INSTALL_DRIVER}") from None
+    devices: list[Any] = []
+    for platform in platforms:
+        try:
+            devices += platform.get_devices()
+        except cl.Error:  # a platform with no devices of any type
+            continue
+    if not devices:
+        names = ", ".join(f"'{p.name}'" for p in platforms)
+        raise DeviceError(
+            f"no OpenCL device found: the OpenCL platforms on this machine ({names}) have no "
+            f"devices; {INSTALL_DRIVER}"
+        )
+    return devices
+
+
+def _select(device: Device) -> Any:
+    devices = list_devices()
+    if device.index >= len(devices):
+        have = "; ".join(
+            f"opencl:{i} = '{d.name.strip()}' ({d.platform.name.strip()})"
+            for i, d in enumerate(devices)
+        )
+        raise DeviceError(
+            f"device 'opencl:{device.index}' does not exist: this machine has "
+            f"{len(devices)} OpenCL device{'s' if len(devices) != 1 else ''} ({have})"
+        )
+    return devices[device.index]
+
+
+@dataclass(frozen=True)
+class _Dispatch:
+    kernel: Any  # pyopencl.Kernel with its buffer arguments set
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+
+
+class OpenCLModel:
+    """One model instance (its own device buffers) of an OpenCL artifact on one device."""
+
+    def __init__(self, artifact: Artifact, device: Device) -> None:
+        cl = self._cl = _pyopencl()
+        self.path = artifact.path
+        self._meta = artifact.metadata
+        self.cl_device = _select(device)
+        self.device_name = f"opencl:{device.index} '{self.cl_device.name.strip()}'"
+        info = self._opencl_entry()
+        self._check_extensions(info.get("extensions", []))
+        self.inputs = [self._spec(io, "input") for io in self._meta.get("inputs", [])]
+        self.outputs = [self._spec(io, "output") for io in self._meta.get("outputs", [])]
+        steps = self._meta.get("steps", [])
+        self.step_names = [str(s.get("name", s.get("kernel"))) for s in steps]
+
+        self._context = cl.Context([self.cl_device])
+        self._queue = cl.CommandQueue(
+            self._context, self.cl_device,
+            properties=cl.command_queue_properties.PROFILING_ENABLE,
+        )
+        program = self._build(artifact.section(info.get("source_section", "opencl.source")),
+                              str(info.get("build_options", "")))
+        self._buffers = self._allocate(artifact, info)
+        self._steps = [self._bind(program, s, info["kernels"]) for s in steps]
+        self._closed = False
+
+    # ---- loading ----------------------------------------------------------------------
+
+    def _opencl_entry(self) -> dict[str, Any]:
+        info = self._meta.get("opencl")
+        if not isinstance(info, dict) or not isinstance(info.get("kernels"), dict):
+            raise ArtifactError(
+                f"artifact '{self.path}' has no 'opencl' dispatch table in its metadata; it "
+                "was not built for target 'opencl' by a compatible tensorsmith: re-export it"
+            )
+        return info
+
+    def _check_extensions(self, needed: list[str]) -> None:
+        have = set(self.cl_device.extensions.split())
+        for ext in needed:
+            if ext not in have:
+                use = _EXTENSION_USE.get(ext, "its kernels")
+                raise DeviceError(
+                    f"artifact '{self.path}' needs the OpenCL extension {ext} ({use}), which "
+                    f"device {self.device_name} does not have; run it on a device with {ext}"
+                    + (", or compile the model without float16" if ext == "cl_khr_fp16" else "")
+                )
+
+    def _spec(self, io: dict[str, Any], kind: str) -> TensorSpec:
+        buffer = self._buffer_entry(io.get("buffer"), f"{kind} {io.get('name')!r}")
+        return TensorSpec(str(io["name"]), str(io["dtype"]), tuple(io["shape"]),
+                          int(buffer["nbytes"]))
+
+    def _buffer_entry(self, index: Any, user: str) -> dict[str, Any]:
+        buffers = self._meta.get("buffers", [])
+        if not isinstance(index, int) or not 0 <= index < len(buffers):
+            raise ArtifactError(
+                f"artifact '{self.path}' is inconsistent: {user} uses buffer {index!r} and "
+                f"the plan has {len(buffers)} buffers; re-export it"
+            )
+        entry: dict[str, Any] = buffers[index]
+        return entry
+
+    def _build(self, source: bytes, options: str) -> Any:
+        cl = self._cl
+        try:
+            with warnings.catch_warnings():  # build logs of generated code are not actionable
+                warnings.simplefilter("ignore", cl.CompilerWarning)
+                return cl.Program(self._context, source.decode("utf-8")).build(options=options)
+        except cl.Error as e:
+            raise DeviceError(
+                f"the OpenCL compiler of device {self.device_name} rejected the program of "
+                f"artifact '{self.path}': {str(e).strip()[-2000:]}"
+            ) from None
+
+    def _allocate(self, artifact: Artifact, info: dict[str, Any]) -> list[Any]:
+        cl = self._cl
+        mf = cl.mem_flags
+        entries = self._meta.get("buffers", [])
+        params = b""
+        if any(b.get("kind") == "param" for b in entries):
+            params = artifact.section(info.get("params_section", "params"))
+        buffers = []
+        for i, b in enumerate(entries):
+            nbytes, offset = int(b["nbytes"]), int(b["offset"])
+            if b.get("kind") == "param" and nbytes > 0:
+                if offset + nbytes > len(params):
+                    raise ArtifactError(
+                        f"artifact '{self.path}' is inconsistent: param buffer {i} lies at "
+                        f"bytes {offset}..{offset + nbytes} of a {len(params)}-byte params "
+                        "section; re-export it"
+                    )
+                host = np.frombuffer(params, np.uint8, nbytes, offset)
+                buffers.append(cl.Buffer(self._context, mf.READ_ONLY | mf.COPY_HOST_PTR,
+                                         hostbuf=host))
+            else:  # zero-sized buffers still need a valid cl_mem to bind
+                buffers.append(cl.Buffer(self._context, mf.READ_WRITE, size=max(nbytes, 4)))
+        return buffers
+
+    def _bind(self, program: Any, step: dict[str, Any], table: dict[str, Any]
+              ) -> list[_Dispatch]:
+        cl = self._cl
+        name = step.get("kernel")
+        if name not in table:
+            raise ArtifactError(
+                f"artifact '{self.path}' is inconsistent: step kernel {name!r} has no entry "
+                "in its opencl dispatch table; re-export it"
+            )
+        args = [self._buffers[i] for i in step["args"]
+                if self._buffer_entry(i, f"step {name!r}") is not None]
+        dispatches = []
+        for d in table[name]:
+            grid, workgroup = _triple(d.get("grid")), _triple(d.get("workgroup"))
+            if grid is None or workgroup is None:
+                raise ArtifactError(f"artifact '{self.path}' has a bad dispatch for kernel "
+                                    f"{name!r}: {d!r}; re-export it")
+            kernel = cl.Kernel(program, str(d["entry"]))
+            kernel.set_args(*args)
+            self._check_workgroup(kernel, str(d["entry"]), workgroup)
+            dispatches.append(_Dispatch(kernel, tuple(g * w for g, w in zip(grid, workgroup)),
+                                        workgroup))
+        return dispatches
+
+    def _check_workgroup(self, kernel: Any, entry: str, workgroup: tuple[int, ...]) -> None:
+        limit = kernel.get_work_group_info(
+            self._cl.kernel_work_group_info.WORK_GROUP_SIZE, self.cl_device)
+        sizes = self.cl_device.max_work_item_sizes
+        if math.prod(workgroup) > limit or any(w > s for w, s in zip(workgroup, sizes)):
+            raise DeviceError(
+                f"kernel {entry} of artifact '{self.path}' needs work-groups of "
+                f"{list(workgroup)} work-items and device {self.device_name} allows at most "
+                f"{limit} ({list(sizes)} per axis); compile it with a smaller GPU workgroup size"
+            )
+
+    # ---- the executor interface (the same as cpu.CpuModel) -------------------------
+
+    def metadata(self) -> dict[str, Any]:
+        """The artifact's metadata, less checksum and sections (like the CPU library's)."""
+        return {k: v for k, v in self._meta.items() if k not in ("checksum", "sections")}
+
+    def set_input(self, index: int, address: int, nbytes: int) -> None:
+        spec = self._io(self.inputs, index, nbytes, "input")
+        if nbytes:
+            buffer = self._buffers[self._meta["inputs"][index]["buffer"]]
+            self._copy(lambda: self._cl.enqueue_copy(
+                self._queue, buffer, _host(address, nbytes), is_blocking=True),
+                f"copying input {spec.name!r} to the device")
+
+    def run(self) -> None:
+        self._enqueue_all(record=False)
+
+    def run_profiled(self) -> list[float]:
+        """Run once; the device time of each step (sum of its dispatches), in ms."""
+        events = self._enqueue_all(record=True)
+        return [sum((e.profile.end - e.profile.start) * 1e-6 for e in step) for step in events]
+
+    def get_output(self, index: int, address: int, nbytes: int) -> None:
+        spec = self._io(self.outputs, index, nbytes, "output")
+        if nbytes:
+            buffer = self._buffers[self._meta["outputs"][index]["buffer"]]
+            self._copy(lambda: self._cl.enqueue_copy(
+                self._queue, _host(address, nbytes), buffer, is_blocking=True),
+                f"copying output {spec.name!r} from the device")
+
+    def set_num_threads(self, n: int) -> None:
+        """Accepted for the common interface: the OpenCL driver decides its parallelism."""
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.finish()
+        for buffer in self._buffers:
+            buffer.release()
+        self._buffers, self._steps = [], []
+
+    # ---- internals ------------------------------------------------------------------
+
+    def _io(self, specs: list[TensorSpec], index: int, nbytes: int, kind: str) -> TensorSpec:
+        self._check_open()
+        if not 0 <= index < len(specs):
+            raise TensorsmithError(f"artifact '{self.path}': no {kind} {index}")
+        spec = specs[index]
+        if nbytes != spec.nbytes:
+            raise TensorsmithError(
+                f"artifact '{self.path}': {kind} {spec.name!r} has {spec.nbytes} bytes, "
+                f"got {nbytes}"
+            )
+        return spec
+
+    def _enqueue_all(self, record: bool) -> list[list[Any]]:
+        self._check_open()
+        cl = self._cl
+        events: list[list[Any]] = []
+        name = ""
+        try:
+            for name, step in zip(self.step_names, self._steps):
+                step_events = [cl.enqueue_nd_range_kernel(self._queue, d.kernel, d.global_size,
+                                                          d.local_size) for d in step]
+                if record:
+                    events.append(step_events)
+            self._queue.finish()
+        except cl.Error as e:
+            raise TensorsmithError(
+                f"artifact '{self.path}': running step {name!r} on device {self.device_name} "
+                f"failed: {e}"
+            ) from None
+        return events
+
+    def _copy(self, action: Any, what: str) -> None:
+        try:
+            action()
+        except self._cl.Error as e:
+            raise TensorsmithError(
+                f"artifact '{self.path}': {what} ({self.device_name}) failed: {e}"
+            ) from None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise TensorsmithError(f"the model of artifact '{self.path}' is closed")
+
+
+def _host(address: int, nbytes: int) -> np.ndarray:
+    """The caller's memory at ``address`` as a byte array (no copy)."""
+    return np.ctypeslib.as_array((ctypes.c_ubyte * nbytes).from_address(address))
+
+
+def _triple(value: Any) -> tuple[int, int, int] | None:
+    ok = isinstance(value, list) and len(value) == 3
+    if not ok or not all(isinstance(v, int) and v > 0 for v in value):
+        return None
+    return (value[0], value[1], value[2])

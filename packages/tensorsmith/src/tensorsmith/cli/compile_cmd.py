@@ -1,0 +1,138 @@
+"""``tensorsmith compile``: ONNX model -> one artifact file."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import time
+from pathlib import Path
+from typing import Any
+
+from tensorsmith.cli._common import CliError, existing_file, writable_file
+
+EPILOG = """\
+examples:
+  tensorsmith compile examples/mlp.onnx --target llvm --input-shape input:1,784 -o mlp.so
+  tensorsmith compile resnet.onnx --input-shape data:8,3,224,224 --opt-level 3 -o resnet.so
+
+--input-shape fixes the shape of a graph input; it is needed for inputs whose ONNX
+shape has symbolic dimensions (such as a batch dimension 'N'). Give it once per input.
+"""
+
+TARGET_HELP = (
+    "target to compile for: llvm (CPU), vulkan (SPIR-V), opencl; a target is available when "
+    "its codegen distribution is installed (default: llvm)"
+)
+
+
+def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """'NAME:1,3,224,224' -> ('NAME', (1, 3, 224, 224)). NAME may itself contain ':'."""
+    name, sep, dims = text.rpartition(":")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME:D1,D2,... (for example input:1,3,224,224), got '{text}'"
+        )
+    dims = dims.strip()
+    if not dims:
+        return name, ()  # a scalar input
+    shape = []
+    for part in dims.split(","):
+        part = part.strip()
+        try:
+            value = int(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"dimension '{part}' of --input-shape {text} is not a whole number"
+            ) from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(
+                f"dimension {value} of --input-shape {text} must be >= 1"
+            )
+        shape.append(value)
+    return name, tuple(shape)
+
+
+def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "compile",
+        parents=parents,
+        help="compile an ONNX model into one artifact file",
+        description="Compile an ONNX model into one artifact file that tensorsmith-runtime "
+        "loads (for the llvm target: a shared library with a C ABI).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("model", help="the ONNX model file (.onnx)")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="PATH",
+        help="artifact to write (default: the model's name with .so)",
+    )
+    p.add_argument("-t", "--target", default="llvm", help=TARGET_HELP)
+    p.add_argument(
+        "--input-shape",
+        metavar="NAME:D1,D2,...",
+        action="append",
+        type=parse_input_shape,
+        default=[],
+        help="shape of a graph input, e.g. input:1,3,224,224 (repeatable)",
+    )
+    p.add_argument(
+        "-O",
+        "--opt-level",
+        type=int,
+        choices=range(0, 4),
+        metavar="N",
+        help="optimization level 0-3 (default: the compiler's default)",
+    )
+    p.set_defaults(func=run)
+
+
+def _build_kwargs(build: Any, opt_level: int | None) -> dict[str, Any]:
+    if opt_level is None:
+        return {}
+    try:
+        params = inspect.signature(build).parameters
+    except (TypeError, ValueError):
+        params = {}
+    accepts = "opt_level" in params or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+    )
+    if not accepts:
+        raise CliError(
+            "--opt-level is not supported by the installed tensorsmith-ir; "
+            "leave it out to use the default optimization level"
+        )
+    return {"opt_level": opt_level}
+
+
+def run(args: argparse.Namespace) -> int:
+    model = existing_file(args.model, "model")
+    output = writable_file(args.output or str(model.with_suffix(".so")), "artifact")
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, shape in args.input_shape:
+        if name in shapes and shapes[name] != shape:
+            raise CliError(f"--input-shape given twice for '{name}' with different shapes")
+        shapes[name] = shape
+    verbose = bool(getattr(args, "verbose", False))
+
+    # heavy imports only here, so `tensorsmith --help` stays fast
+    from tensorsmith.frontend.onnx import from_onnx
+    from tensorsmith.ir import build
+
+    t0 = time.perf_counter()
+    mod, params = from_onnx(str(model), shapes or None)
+    t1 = time.perf_counter()
+    lib = build(mod, target=args.target, params=params, **_build_kwargs(build, args.opt_level))
+    t2 = time.perf_counter()
+    lib.export_library(str(output))
+    t3 = time.perf_counter()
+
+    if verbose:
+        print(f"  import  {t1 - t0:8.3f} s")
+        print(f"  build   {t2 - t1:8.3f} s")
+        print(f"  export  {t3 - t2:8.3f} s")
+    size = Path(output).stat().st_size
+    print(f"compiled {model} for {args.target} -> {output} ({size:,} bytes) in {t3 - t0:.2f} s")
+    return 0

@@ -1,0 +1,174 @@
+"""The `tensorsmith` command, run as a subprocess (`python -m tensorsmith.cli.main`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+MLP = ROOT / "examples" / "mlp.onnx"
+BATCH = 4
+
+
+def tsm(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tensorsmith.cli.main", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=600,
+    )
+
+
+def assert_user_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "error:" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "internal error" not in proc.stderr
+    for fragment in fragments:
+        assert fragment in proc.stderr, proc.stderr
+
+
+# --- what needs only the cli package -------------------------------------------------
+
+
+def test_help_lists_commands_and_examples():
+    proc = tsm("--help")
+    assert proc.returncode == 0, proc.stderr
+    for word in ("compile", "run", "examples:"):
+        assert word in proc.stdout
+
+
+@pytest.mark.parametrize("command", ["compile", "run"])
+def test_subcommand_help_has_an_example(command):
+    proc = tsm(command, "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert "examples:" in proc.stdout
+    assert f"tensorsmith {command} " in proc.stdout
+
+
+def test_help_does_not_import_the_compiler():
+    code = (
+        "import sys\n"
+        "from tensorsmith.cli.main import build_parser\n"
+        "build_parser().format_help()\n"
+        "heavy = ('onnx', 'llvmlite', 'tensorsmith.ir', 'sklearn')\n"
+        "heavy = [m for m in heavy if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_version_lists_installed_distributions():
+    proc = tsm("--version")
+    assert proc.returncode == 0, proc.stderr
+    assert "tensorsmith" in proc.stdout
+
+
+def test_no_command_is_a_usage_error():
+    proc = tsm()
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+
+
+def test_missing_model_file(tmp_path):
+    proc = tsm("compile", tmp_path / "nope.onnx", "-o", tmp_path / "x.so")
+    assert_user_error(proc, "nope.onnx", "does not exist")
+
+
+def test_missing_artifact_file(tmp_path):
+    assert_user_error(tsm("run", tmp_path / "nope.so"), "nope.so", "does not exist")
+
+
+@pytest.mark.parametrize("bad", ["input", "input:1,x", "input:0,784", ":1,2"])
+def test_bad_input_shape_is_a_usage_error(tmp_path, bad):
+    proc = tsm("compile", MLP, "--input-shape", bad, "-o", tmp_path / "x.so")
+    assert proc.returncode == 2
+    assert "--input-shape" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_output_folder_must_exist(tmp_path):
+    proc = tsm("compile", MLP, "-o", tmp_path / "no" / "such" / "dir" / "x.so")
+    assert_user_error(proc, "does not exist")
+
+
+# --- what needs the whole stack -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("cli") / "mlp.so"
+    proc = tsm("compile", MLP, "--target", "llvm", "--input-shape", f"input:{BATCH},784", "-o", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert out.is_file()
+    assert "compiled" in proc.stdout
+    return out
+
+
+def test_compile_and_run_match_onnxruntime(compiled, tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    x = np.random.default_rng(7).standard_normal((BATCH, 784)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", input=x)
+    proc = tsm(
+        "run",
+        compiled,
+        "--device",
+        "cpu",
+        "--inputs",
+        tmp_path / "in.npz",
+        "--outputs",
+        tmp_path / "out.npz",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "output" in proc.stdout and "float32" in proc.stdout
+    with np.load(tmp_path / "out.npz") as data:
+        assert data.files == ["output"]
+        got = data["output"]
+    session = ort.InferenceSession(str(MLP), providers=["CPUExecutionProvider"])
+    (want,) = session.run(["output"], {"input": x})
+    assert got.shape == want.shape == (BATCH, 10)
+    assert np.max(np.abs(got - want)) <= 1e-4
+
+
+def test_run_random_inputs_and_repeat(compiled):
+    proc = tsm("run", compiled, "--device", "cpu", "--repeat", "3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "random inputs" in proc.stdout
+    assert f"float32[{BATCH},10]" in proc.stdout
+    assert "median" in proc.stdout and "min" in proc.stdout and "ms" in proc.stdout
+
+
+def test_run_npz_missing_input(compiled, tmp_path):
+    np.savez(tmp_path / "in.npz", not_the_input=np.zeros((BATCH, 784), np.float32))
+    proc = tsm("run", compiled, "--inputs", tmp_path / "in.npz")
+    assert_user_error(proc, "missing 'input'", "unknown 'not_the_input'")
+
+
+def test_run_npz_wrong_shape(compiled, tmp_path):
+    np.savez(tmp_path / "in.npz", input=np.zeros((BATCH + 1, 784), np.float32))
+    assert_user_error(tsm("run", compiled, "--inputs", tmp_path / "in.npz"), "shape")
+
+
+def test_run_inputs_not_npz(compiled, tmp_path):
+    (tmp_path / "in.npz").write_text("hello")
+    assert_user_error(tsm("run", compiled, "--inputs", tmp_path / "in.npz"), "in.npz")
+
+
+def test_compile_non_onnx_file(tmp_path):
+    bogus = tmp_path / "model.onnx"
+    bogus.write_text("this is not an ONNX model\n")
+    assert_user_error(tsm("compile", bogus, "-o", tmp_path / "x.so"))
+
+
+def test_run_file_that_is_not_an_artifact(tmp_path):
+    bogus = tmp_path / "model.so"
+    bogus.write_bytes(b"\x7fELF but not really" + bytes(100))
+    assert_user_error(tsm("run", bogus))
+    (tmp_path / "empty.so").write_bytes(b"")
+    assert_user_error(tsm("run", tmp_path / "empty.so"))

@@ -1,0 +1,91 @@
+"""Composition check (nox -s compose): the compiler without the optional codegens.
+
+Runs in a fresh virtual environment holding only tensorsmith-runtime,
+tensorsmith-ir, tensorsmith-frontend-onnx and tensorsmith-codegen-llvm (+ onnx).
+Checks that examples/mlp.onnx compiles and runs for llvm, and that asking for
+the vulkan target fails with a message naming the distribution to install
+(tensorsmith-codegen-spirv).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+import tensorsmith.runtime as rt
+from tensorsmith.frontend.onnx import from_onnx
+from tensorsmith.ir import build
+from tensorsmith.runtime.errors import TensorsmithError
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = ROOT / "examples" / "mlp.onnx"
+BATCH = 3
+
+
+def importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def fail(message: str) -> int:
+    print(f"compose check: FAIL: {message}")
+    return 1
+
+
+def main() -> int:
+    present = [
+        name
+        for name in (
+            "tensorsmith.codegen.spirv",
+            "tensorsmith.codegen.opencl",
+            "tensorsmith.autotune",
+            "tensorsmith.cli",
+            "onnxruntime",
+            "sklearn",
+        )
+        if importable(name)
+    ]
+    if present:
+        return fail(f"the environment is not minimal, it can import {', '.join(present)}")
+
+    mod, params = from_onnx(str(MODEL), {"input": (BATCH, 784)})
+    lib = build(mod, target="llvm", params=params)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "mlp.so"
+        lib.export_library(str(path))
+        module = rt.load(str(path), device="cpu")
+        x = np.random.default_rng(0).standard_normal((BATCH, 784)).astype(np.float32)
+        (out,) = module.run({"input": x})
+    out = np.asarray(out)
+    if out.shape != (BATCH, 10):
+        return fail(f"llvm output shape {out.shape}, expected {(BATCH, 10)}")
+    if not np.all(np.isfinite(out)):
+        return fail("llvm output has non-finite values")
+    if not np.allclose(out.sum(axis=-1), 1.0, atol=1e-4):
+        return fail(f"softmax rows do not sum to 1: {out.sum(axis=-1)}")
+    print(f"compose check: llvm OK, output {out.dtype}{list(out.shape)}")
+
+    mod, params = from_onnx(str(MODEL), {"input": (BATCH, 784)})
+    try:
+        build(mod, target="vulkan", params=params)
+    except TensorsmithError as exc:
+        if "tensorsmith-codegen-spirv" not in str(exc):
+            return fail(f"vulkan error does not name tensorsmith-codegen-spirv: {exc}")
+        print(f"compose check: vulkan without its codegen says: {exc}")
+    except Exception as exc:
+        return fail(f"vulkan without its codegen raised {exc!r}, not a TensorsmithError")
+    else:
+        return fail("build(target='vulkan') succeeded without tensorsmith-codegen-spirv")
+
+    print("compose check: PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
