@@ -18,7 +18,8 @@ import numpy as np
 from .codegen import get_codegen
 from .errors import ModelError
 from .graph import Graph, Node, Value
-from .lowering import lower_group
+from .lowering import lower_group, workload_key
+from .records import load_best_steps
 from .module import CompiledModule
 from .passes import default_pipeline, fuse_ops, plan_memory
 from .passes.memory_plan import ALIGN
@@ -45,7 +46,9 @@ def build(mod: Graph, target: str | Target = "llvm", params: Mapping[str, np.nda
     aliases = _reshape_aliases(groups) if opt_level >= 1 else {}
     groups = [g for g in groups if not _is_alias_group(g, aliases)]
     schedule = _schedule_fn(tgt)
-    funcs = [lower_group(g, f"tsm_kernel_{i}", schedule) for i, g in enumerate(groups)]
+    tuned = load_best_steps(records, tgt) if records is not None else {}
+    funcs = [lower_group(g, f"tsm_kernel_{i}", schedule, tuned.get(workload_key(g)))
+             for i, g in enumerate(groups)]
     timings.append(("lower", time.perf_counter() - start))
     plan, blob = _make_plan(graph, groups, funcs, tgt, aliases)
     start = time.perf_counter()

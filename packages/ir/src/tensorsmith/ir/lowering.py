@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 
 from . import te
@@ -42,9 +44,32 @@ def group_compute(group: FusedGroup) -> tuple[list[Tensor], list[Tensor]]:
     return inputs, outputs
 
 
-def lower_group(group: FusedGroup, name: str, schedule: ScheduleFn) -> PrimFunc:
+def workload_key(group: FusedGroup) -> str:
+    """A stable key of what a group computes (ops, attributes, shapes, dtypes, wiring),
+    independent of value and node names: equal groups in one model or across models
+    share it, so one tuning record serves them all."""
+    ids: dict[int, str] = {}
+    for i, v in enumerate(group.inputs):
+        ids[v.uid] = f"in{i}:{v.dtype}{list(v.shape)}"
+    parts = []
+    for j, node in enumerate(group.nodes):
+        for k, v in enumerate(node.outputs):
+            ids[v.uid] = f"n{j}.{k}"
+        attrs = json.dumps(node.attrs, sort_keys=True, default=str)
+        parts.append(f"{node.op}({','.join(ids[v.uid] for v in node.inputs)}){attrs}")
+    parts.append("->" + ",".join(ids[v.uid] for v in group.outputs))
+    text = ";".join(parts)
+    return hashlib.sha256(text.encode()).hexdigest()[:16] + ":" + text[:120]
+
+
+def lower_group(group: FusedGroup, name: str, schedule: ScheduleFn,
+                steps: list[te.Step] | None = None) -> PrimFunc:
+    """Lower a group with the default ``schedule``, or replay tuned ``steps``."""
     inputs, outputs = group_compute(group)
-    func = te.lower(schedule(outputs), inputs, outputs, name)
+    sched = te.replay(outputs, steps) if steps is not None else schedule(outputs)
+    func = te.lower(sched, inputs, outputs, name)
+    func.attrs["workload"] = workload_key(group)
+    func.attrs["steps"] = [s.to_json() for s in sched.steps]
     func.attrs["ops"] = [n.op for n in group.nodes]
     func.attrs["nodes"] = [n.name for n in group.nodes]
     return func
