@@ -89,3 +89,59 @@ def test_shape_error_names_node() -> None:
     w = b.constant("w", np.zeros((4, 5), "float32"))
     with pytest.raises(ShapeError, match=r"node 'fc' \(matmul\).*inner dimensions"):
         b.add1("matmul", [x, w], name="fc")
+
+
+def _run(g, feeds):  # noqa: ANN001, ANN202
+    return run_graph(g, feeds)
+
+
+def test_cse_merges_identical_nodes() -> None:
+    from tensorsmith.ir.passes import eliminate_common_subexpressions
+
+    b = GraphBuilder()
+    x = b.input("x", (3,), "float32")
+    e1 = b.add1("exp", [x], name="e1")
+    e2 = b.add1("exp", [x], name="e2")
+    g = b.finish([b.add1("add", [e1, e2], name="s")])
+    feeds = {"x": rng.standard_normal(3).astype("float32")}
+    before = _run(g, feeds)[0]
+    after = eliminate_common_subexpressions(g.copy())
+    assert [n.op for n in after.nodes] == ["exp", "add"]
+    np.testing.assert_array_equal(_run(after, feeds)[0], before)
+
+
+def test_simplify_collapses_chains_and_folds_channel_scale() -> None:
+    from tensorsmith.ir.passes import simplify_graph
+
+    b = GraphBuilder()
+    x = b.input("x", (1, 3, 8, 8), "float32")
+    w = b.constant("w", rng.standard_normal((4, 3, 3, 3)).astype("float32"))
+    y = b.add1("conv2d", [x, w], {"pads": [1, 1, 1, 1]}, name="conv")
+    s = b.constant("s", rng.uniform(0.5, 2, (4, 1, 1)).astype("float32"))
+    y = b.add1("mul", [y, s], name="bn_scale")
+    t = b.constant("t", rng.standard_normal((4, 1, 1)).astype("float32"))
+    y = b.add1("add", [y, t], name="bn_shift")
+    y = b.add1("transpose", [y], {"perm": [0, 2, 3, 1]}, name="t1")
+    y = b.add1("transpose", [y], {"perm": [0, 3, 1, 2]}, name="t2")
+    y = b.add1("reshape", [y], {"shape": [1, 4, 64]}, name="r1")
+    y = b.add1("reshape", [y], {"shape": [4, 64]}, name="r2")
+    g = b.finish([y])
+    feeds = {"x": rng.standard_normal((1, 3, 8, 8)).astype("float32")}
+    before = _run(g, feeds)[0]
+    after = eliminate_dead_code(simplify_graph(g.copy()))
+    assert [n.op for n in after.nodes] == ["conv2d", "add", "reshape"]
+    np.testing.assert_allclose(_run(after, feeds)[0], before, rtol=1e-5, atol=1e-5)
+
+
+def test_pass_manager_times_and_dumps() -> None:
+    from tensorsmith.ir.passes import default_pipeline
+
+    dumps: list[str] = []
+    pm = default_pipeline(2)
+    pm.dump = lambda name, text: dumps.append(name)
+    pm.run(mlp())
+    assert [t[0] for t in pm.timings] == dumps
+    assert "fold_constants" in dumps and all(t[1] >= 0 for t in pm.timings)
+    low = default_pipeline(0)
+    low.run(mlp())
+    assert [t[0] for t in low.timings] == ["eliminate_dead_code"]

@@ -9,14 +9,16 @@ import numpy as np
 
 from .. import te
 from ..op_registry import Attrs, Pattern, TensorType, check, register
-from .broadcast import broadcast_index, broadcast_shapes
+from .broadcast import broadcast_index
 
 
 def _infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     x = inputs[0]
     shape = tuple(int(d) for d in attrs["shape"])
-    check(len(shape) >= len(x.shape) and broadcast_shapes(x.shape, shape) == shape,
-          f"cannot expand {list(x.shape)} to {list(shape)}")
+    fits = len(shape) >= len(x.shape) and all(
+        n in (1, m) for n, m in zip(reversed(x.shape), reversed(shape)))
+    check(fits, f"cannot expand {list(x.shape)} to {list(shape)} (each dim must be 1 or "
+          "equal to the target's)")
     return [TensorType(shape, x.dtype)]
 
 

@@ -1,10 +1,12 @@
 """Graph passes and the pass manager that runs them."""
 
+from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .fold_constants import fold_constants
 from .fuse import FusedGroup, fuse_ops
 from .manager import PassManager, default_pipeline
 from .memory_plan import MemoryPlan, plan_memory
+from .simplify import simplify_graph
 
-__all__ = ["FusedGroup", "MemoryPlan", "PassManager", "default_pipeline",
-           "eliminate_dead_code", "fold_constants", "fuse_ops", "plan_memory"]
+__all__ = ["FusedGroup", "MemoryPlan", "PassManager", "default_pipeline", "eliminate_common_subexpressions",
+           "eliminate_dead_code", "fold_constants", "fuse_ops", "plan_memory", "simplify_graph"]
