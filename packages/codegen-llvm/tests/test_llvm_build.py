@@ -164,3 +164,15 @@ def test_reshape_runs_as_alias_without_a_kernel(tmp_path: Path) -> None:
     lib = build(g, target="llvm")
     assert [k["ops"] for k in lib.plan["kernels"]] == [["matmul"]]
     check(g, {"x": rng.standard_normal((2, 6)).astype("float32")}, tmp_path)
+
+
+@pytest.mark.parametrize("n", [197, 1000, 13])
+def test_matmul_tail_columns_masked(n: int, tmp_path: Path) -> None:
+    b = GraphBuilder()
+    x = b.input("x", (5, 40), "float32")
+    w = b.constant("w", rng.standard_normal((40, n)).astype("float32"))
+    g = b.finish([b.add1("relu", [b.add1("matmul", [x, w], name="mm")], name="r")])
+    lib = build(g, target="llvm")
+    if n == 197:  # no block divides 197: the tail is a masked vector
+        assert "llvm.masked" in lib.get_source("llvm")
+    check(g, {"x": rng.standard_normal((5, 40)).astype("float32")}, tmp_path, 1e-4)

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
+PTR = ir.PointerType()
+
 from tensorsmith.ir.te.expr import Binary, Call, Cast, Const, Expr, Load, Select, Var
-from tensorsmith.ir.te.stmt import For, Seq, Stmt, Store
+from tensorsmith.ir.te.stmt import For, IfThenElse, Seq, Stmt, Store
 from tensorsmith.ir.te.visit import free_vars
 
 if TYPE_CHECKING:
@@ -60,12 +62,16 @@ def _stores(s: Stmt) -> list[Store] | None:
 
 
 def try_vectorize(em: KernelEmitter, b: ir.IRBuilder, loop: For) -> bool:
-    stores = _stores(loop.body)
+    """Emit ``loop`` as SIMD; a guard around the body (a split's tail) becomes a lane mask."""
+    body, cond = loop.body, None
+    if isinstance(body, IfThenElse) and body.otherwise is None:
+        body, cond = body.then, body.cond
+    stores = _stores(body)
     if not stores or loop.extent < 2 or loop.extent > 64:
         return False
     if any(stride_of(s.index, loop.var) != 1 for s in stores):
         return False
-    VectorEmitter(em, b, loop.var, loop.extent).emit(stores)
+    VectorEmitter(em, b, loop.var, loop.extent).emit(stores, cond)
     return True
 
 
@@ -73,16 +79,42 @@ class VectorEmitter:
     def __init__(self, em: KernelEmitter, b: ir.IRBuilder, var: Var, lanes: int) -> None:
         self.em, self.b, self.var, self.lanes = em, b, var, lanes
 
-    def emit(self, stores: list[Store]) -> None:
+    def emit(self, stores: list[Store], cond: Expr | None = None) -> None:
         b = self.b
         zero = ir.Constant(ir.IntType(64), 0)
+        self.mask = None
+        if cond is not None:
+            m = self.expr(cond)
+            if not isinstance(m.type, ir.VectorType):  # invariant guard: a plain branch
+                with b.if_then(self.em._as_bool(b, m)):
+                    self.emit(stores)
+                return
+            self.mask = self.em._as_bool(b, m)
         for s in stores:
             value = self.expr(s.value)
             vty = ir.VectorType(_elem(s.buffer.dtype), self.lanes)
             value = self.splat(value, vty)
             self.em.vars[id(self.var)] = zero
             base = self.em._address(b, s.buffer, s.index)
-            b.store(value, b.bitcast(base, vty.as_pointer()), align=_elem_bytes(s.buffer.dtype))
+            align = _elem_bytes(s.buffer.dtype)
+            if self.mask is None:
+                b.store(value, b.bitcast(base, vty.as_pointer()), align=align)
+            else:
+                fn = self._masked("store", vty, ir.FunctionType(
+                    ir.VoidType(), [vty, PTR, ir.IntType(32), self.mask.type]))
+                b.call(fn, [value, base, ir.Constant(ir.IntType(32), align), self.mask])
+
+    def _masked(self, op: str, vty: ir.VectorType, fnty: ir.FunctionType) -> ir.Function:
+        elem = vty.element
+        if isinstance(elem, ir.IntType):
+            code = f"i{elem.width}"
+        elif isinstance(elem, ir.FloatType):
+            code = "f32"
+        elif isinstance(elem, ir.DoubleType):
+            code = "f64"
+        elif isinstance(elem, ir.HalfType):
+            code = "f16"
+        return self.em._declare(f"llvm.masked.{op}.v{self.lanes}{code}.p0", fnty)
 
     def splat(self, v: ir.Value, vty: ir.VectorType) -> ir.Value:
         if isinstance(v.type, ir.VectorType):
@@ -105,7 +137,13 @@ class VectorEmitter:
                 self.em.vars[id(self.var)] = ir.Constant(ir.IntType(64), 0)
                 addr = self.em._address(b, buf, e.indices[0])  # type: ignore[arg-type]
                 vty = ir.VectorType(_elem(buf.dtype), self.lanes)  # type: ignore[union-attr]
-                return b.load(addr, typ=vty, align=_elem_bytes(buf.dtype))  # type: ignore[union-attr]
+                align = _elem_bytes(buf.dtype)  # type: ignore[union-attr]
+                if getattr(self, "mask", None) is None:
+                    return b.load(addr, typ=vty, align=align)
+                fn = self._masked("load", vty, ir.FunctionType(
+                    vty, [PTR, ir.IntType(32), self.mask.type, vty]))
+                return b.call(fn, [addr, ir.Constant(ir.IntType(32), align), self.mask,
+                                   ir.Constant(vty, ir.Undefined)])
             return self.per_lane(e)
         if isinstance(e, Binary | Select | Cast | Call):
             return self.per_node(e)
