@@ -59,7 +59,8 @@ def __getattr__(name: str) -> Any:
 def load(
     path: str | os.PathLike[str], device: str = "cpu", *, num_threads: int | None = None
 ) -> GraphModule:
-    """Load an artifact for `device` ("cpu"; "vulkan", "opencl" in later versions).
+    """Load an artifact for `device`: "cpu", or "opencl" / "opencl:N" (the N-th OpenCL device),
+    or "vulkan" / "vulkan:N" (the N-th Vulkan device, best first: see vulkan.list_devices()).
 
     Checks the file (footer, format version, checksum) and that its target runs on the
     device before any native code is loaded. `num_threads` sets the threads of this
@@ -78,13 +79,28 @@ def load(
             f"artifact '{artifact.path}' was compiled for target '{artifact.target}', and "
             f"device '{dev}' runs target '{wanted}' artifacts; {hint}"
         )
-    from tensorsmith.runtime.cpu import CpuModel
     from tensorsmith.runtime.module import GraphModule
 
-    module = GraphModule(artifact, CpuModel(artifact.path), dev)
+    module = GraphModule(artifact, _executor(artifact, dev), dev)
     if num_threads is not None:
         module.set_num_threads(num_threads)
     return module
+
+
+# Device kind -> "module:Class" of its executor. A GPU executor is built as
+# Class(artifact, device); the CPU's CpuModel takes the artifact's path alone. Executors are
+# imported only when used, so an optional backend's dependency (pyopencl) stays optional.
+_EXECUTORS = {
+    "cpu": "tensorsmith.runtime.cpu:CpuModel",
+    "opencl": "tensorsmith.runtime.opencl:OpenCLModel",
+    "vulkan": "tensorsmith.runtime.vulkan:VulkanModel",
+}
+
+
+def _executor(artifact: Artifact, dev: Any) -> Any:
+    module, _, name = _EXECUTORS[dev.kind].partition(":")
+    cls = getattr(import_module(module), name)
+    return cls(artifact.path) if dev.kind == "cpu" else cls(artifact, dev)
 
 
 def get_include() -> str:

@@ -15,7 +15,7 @@ __all__ = ["Device", "parse_device"]
 
 # device kind -> the artifact target kind it runs
 TARGET_OF_DEVICE = {"cpu": "llvm", "vulkan": "vulkan", "opencl": "opencl"}
-AVAILABLE = ("cpu",)
+AVAILABLE = ("cpu", "opencl", "vulkan")
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,9 @@ def parse_device(spec: str) -> Device:
     if kind not in AVAILABLE:
         raise DeviceError(
             f"the {kind} device backend is not available in this runtime version "
-            f"(tensorsmith-runtime {__version__} runs artifacts on 'cpu' only); compile the "
-            "model for target 'llvm' and load it with device='cpu'"
+            f"(tensorsmith-runtime {__version__} runs artifacts on "
+            f"{', '.join(repr(k) for k in AVAILABLE)}); compile the model for target 'llvm' "
+            "and load it with device='cpu'"
         )
     if kind == "cpu" and index != 0:
         raise DeviceError(f"device {spec!r} does not exist: the CPU is device 'cpu' (or 'cpu:0')")

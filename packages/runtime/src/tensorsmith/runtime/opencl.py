@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from tensorsmith.runtime._version import __version__
 from tensorsmith.runtime.artifact import Artifact
 from tensorsmith.runtime.cpu import TensorSpec
 from tensorsmith.runtime.device import Device
@@ -33,6 +34,8 @@ from tensorsmith.runtime.errors import ArtifactError, DeviceError, TensorsmithEr
 
 __all__ = ["OpenCLModel", "list_devices"]
 
+OPENCL_ENTRY_VERSION = 1
+"""The newest version of the metadata's "opencl" entry this runtime reads."""
 INSTALL_PYOPENCL = "pip install tensorsmith-runtime[opencl]"
 INSTALL_DRIVER = (
     "install an OpenCL driver: PoCL runs on any CPU (apt-get install pocl-opencl-icd "
@@ -132,6 +135,13 @@ class OpenCLModel:
                 f"artifact '{self.path}' has no 'opencl' dispatch table in its metadata; it "
                 "was not built for target 'opencl' by a compatible tensorsmith: re-export it"
             )
+        version = info.get("version", 1)
+        if not isinstance(version, int) or version > OPENCL_ENTRY_VERSION:
+            raise ArtifactError(
+                f"artifact '{self.path}' has an opencl dispatch table of version {version!r}, "
+                f"and this tensorsmith-runtime ({__version__}) reads version "
+                f"{OPENCL_ENTRY_VERSION}; upgrade it (pip install -U tensorsmith-runtime)"
+            )
         return info
 
     def _check_extensions(self, needed: list[str]) -> None:
@@ -205,8 +215,9 @@ class OpenCLModel:
                 f"artifact '{self.path}' is inconsistent: step kernel {name!r} has no entry "
                 "in its opencl dispatch table; re-export it"
             )
-        args = [self._buffers[i] for i in step["args"]
-                if self._buffer_entry(i, f"step {name!r}") is not None]
+        for i in step["args"]:
+            self._buffer_entry(i, f"step {name!r}")
+        args = [self._buffers[i] for i in step["args"]]
         dispatches = []
         for d in table[name]:
             grid, workgroup = _triple(d.get("grid")), _triple(d.get("workgroup"))
@@ -291,9 +302,10 @@ class OpenCLModel:
         self._check_open()
         cl = self._cl
         events: list[list[Any]] = []
-        name = ""
+        current = "(waiting for the queue)"
         try:
-            for name, step in zip(self.step_names, self._steps):
+            for index, step in enumerate(self._steps):
+                current = self.step_names[index]
                 step_events = [cl.enqueue_nd_range_kernel(self._queue, d.kernel, d.global_size,
                                                           d.local_size) for d in step]
                 if record:
@@ -301,8 +313,8 @@ class OpenCLModel:
             self._queue.finish()
         except cl.Error as e:
             raise TensorsmithError(
-                f"artifact '{self.path}': running step {name!r} on device {self.device_name} "
-                f"failed: {e}"
+                f"artifact '{self.path}': running step {current!r} on device "
+                f"{self.device_name} failed: {e}"
             ) from None
         return events
 

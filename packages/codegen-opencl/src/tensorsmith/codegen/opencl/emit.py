@@ -51,12 +51,15 @@ _SAME_NAME = frozenset({"exp", "log", "sqrt", "tanh", "erf", "floor", "ceil", "p
 _RENAMED = {"abs": "fabs", "round": "rint"}  # rint: half to even, like llvm.roundeven
 _INTEGER_IDENTITY = frozenset({"floor", "ceil", "round", "trunc"})
 # identifiers a variable must not take: keywords, and built-ins a local would shadow
-_RESERVED = frozenset("""
-    auto break case char const continue default do double else enum extern float for goto
-    if inline int long register restrict return short signed sizeof static struct switch
-    typedef union unsigned void volatile bool half uchar ushort uint ulong size_t kernel
-    global local constant private read_only write_only read_write barrier max min fmax fmin
-    abs fabs rint isnan isinf select""".split()) | _SAME_NAME
+_RESERVED = frozenset({
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
+    "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
+    "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
+    "union", "unsigned", "void", "volatile", "bool", "half", "uchar", "ushort", "uint", "ulong",
+    "size_t", "kernel", "global", "local", "constant", "private", "read_only", "write_only",
+    "read_write", "barrier", "max", "min", "fmax", "fmin", "abs", "fabs", "rint", "isnan",
+    "isinf", "select"
+}) | _SAME_NAME
 _IDENT = re.compile(r"[^A-Za-z0-9_]")
 
 

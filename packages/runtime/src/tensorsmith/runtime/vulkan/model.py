@@ -1,0 +1,260 @@
+"""VulkanModel: the executor of ``vulkan`` artifacts, with the interface of cpu.CpuModel.
+
+Load does all the work once: check the plan, pick the device, allocate the params and
+workspace buffers (and staging buffers on discrete GPUs), upload the params, build the
+pipelines and descriptor sets, record the one command buffer. A run is then one submit
+and one fence wait; set_input/get_output are memory copies into or out of mapped
+memory. ``GraphModule`` above does the checking a user understands; this class moves
+bytes and reports device problems as DeviceError.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from tensorsmith.runtime.artifact import Artifact
+from tensorsmith.runtime.cpu import TensorSpec
+from tensorsmith.runtime.device import Device
+from tensorsmith.runtime.errors import ArtifactError, DeviceError, TensorsmithError
+
+from .commands import CommandRecorder, Copy, Submitter
+from .context import DeviceContext, device_context
+from .layout import Layout, place
+from .memory import DOWNLOAD, UPLOAD, DeviceBuffer, choose_mode, create_buffer, destroy_buffer
+from .pipelines import DescriptorSets, Pipelines
+from .plan import VulkanPlan, parse
+from .timestamps import StepTimer
+
+__all__ = ["VulkanModel"]
+
+
+class VulkanModel:
+    """One model instance (its own buffers and command buffer) on one Vulkan device."""
+
+    def __init__(self, artifact: Artifact, device: Device) -> None:
+        self.path = artifact.path
+        self._meta = artifact.metadata
+        self.plan: VulkanPlan = parse(artifact)
+        self.ctx: DeviceContext = device_context(device.index)
+        self.device_name = self.ctx.name
+        self._check_features()
+        self.inputs: list[TensorSpec] = [io.tensor for io in self.plan.inputs]
+        self.outputs: list[TensorSpec] = [io.tensor for io in self.plan.outputs]
+        self.step_names = [s.name for s in self.plan.steps]
+        self.mode = choose_mode(self.ctx)
+        self._closed = False
+        self._resources: dict[str, Any] = {}
+        self._finalizer = weakref.finalize(self, _release, self.ctx.handle, self._resources)
+        try:
+            self._load(artifact)
+        except BaseException:
+            self._finalizer()
+            raise
+
+    def _load(self, artifact: Artifact) -> None:
+        where = f"artifact '{self.path}'"
+        limits = self.ctx.physical.limits
+        self.layout: Layout = place(self.plan.buffers, limits["minStorageBufferOffsetAlignment"],
+                                    self.plan.workspace_bytes, self.plan.params_bytes)
+        self._check_ranges(limits["maxStorageBufferRange"])
+        self._allocate(artifact)
+        self._resources["pipelines"] = pipelines = Pipelines(
+            self.ctx, self.plan.steps, artifact.section, where)
+        self._resources["sets"] = sets = DescriptorSets(self.ctx, self.plan.steps, pipelines,
+                                                        self._resolve)
+        self._resources["timer"] = self.timer = StepTimer(self.ctx, len(self.plan.steps))
+        self._resources["submitter"] = self.submitter = Submitter(self.ctx)
+        self._record(pipelines, sets)
+
+    # ---- loading ----------------------------------------------------------------------
+
+    def _check_features(self) -> None:
+        missing = [f for f in self.plan.features if f not in self.ctx.enabled]
+        if missing:
+            raise DeviceError(
+                f"artifact '{self.path}' needs the Vulkan feature{'s' if len(missing) > 1 else ''}"
+                f" {', '.join(missing)}, which device {self.ctx.name} does not have; run it "
+                "on another device (see tensorsmith.runtime.vulkan.list_devices())")
+
+    def _check_ranges(self, most: int) -> None:
+        for i, p in enumerate(self.layout.placements):
+            if p.range > most:
+                raise DeviceError(
+                    f"buffer {i} of artifact '{self.path}' has {p.range} bytes and device "
+                    f"{self.ctx.name} binds at most {most} bytes per storage buffer")
+
+    def _allocate(self, artifact: Artifact) -> None:
+        r, ctx = self._resources, self.ctx
+        storage = "direct" if self.mode == "direct" else "storage"
+        r["params"] = create_buffer(ctx, self.layout.params_size, storage, "the weights")
+        r["workspace"] = create_buffer(ctx, self.layout.workspace_size, storage, "the workspace")
+        has_params = any(b.kind == "param" for b in self.plan.buffers)
+        params = artifact.section("params") if has_params else b""
+        self._upload_params(params)
+        if self.mode == "staging":
+            self._staging_offsets: dict[tuple[str, int], int] = {}
+            up = self._pack("in", [io.tensor.nbytes for io in self.plan.inputs])
+            down = self._pack("out", [io.tensor.nbytes for io in self.plan.outputs])
+            r["upload"] = create_buffer(ctx, up, UPLOAD, "the input staging buffer")
+            r["download"] = create_buffer(ctx, down, DOWNLOAD, "the output staging buffer")
+
+    def _pack(self, kind: str, sizes: list[int]) -> int:
+        offset = 0
+        for i, n in enumerate(sizes):
+            self._staging_offsets[(kind, i)] = offset
+            offset += -(-n // 16) * 16
+        return offset
+
+    def _upload_params(self, params: bytes) -> None:
+        """Put every param buffer's bytes at its placement in the params VkBuffer."""
+        target: DeviceBuffer = self._resources["params"]
+        pieces: list[tuple[int, bytes]] = []
+        for i, (b, p) in enumerate(zip(self.plan.buffers, self.layout.placements)):
+            if b.kind != "param" or b.nbytes == 0:
+                continue
+            if b.offset + b.nbytes > len(params):
+                raise ArtifactError(
+                    f"artifact '{self.path}' is inconsistent: param buffer {i} lies at bytes "
+                    f"{b.offset}..{b.offset + b.nbytes} of a {len(params)}-byte params "
+                    "section; re-export it")
+            pieces.append((p.offset, params[b.offset:b.offset + b.nbytes]))
+        if not self.layout.repacked and params:
+            pieces = [(0, params)]
+        if not pieces:
+            return
+        if target.address is not None:
+            for offset, data in pieces:
+                _memmove_in(target, offset, data)
+            return
+        size = max(o + len(d) for o, d in pieces)
+        staging = create_buffer(self.ctx, size, UPLOAD, "uploading the weights")
+        try:
+            for offset, data in pieces:
+                _memmove_in(staging, offset, data)
+            submitter = Submitter(self.ctx)
+            try:
+                rec = CommandRecorder(submitter.cmd)
+                rec.copies([(staging.buffer, target.buffer, o, o, len(d)) for o, d in pieces])
+                rec.end()
+                submitter.run(f"uploading the weights of artifact '{self.path}'")
+            finally:
+                submitter.destroy()
+        finally:
+            destroy_buffer(self.ctx.handle, staging)
+
+    def _resolve(self, buffer: int) -> tuple[Any, int, int]:
+        p = self.layout.placements[buffer]
+        return self._resources[p.region].buffer, p.offset, p.range
+
+    def _record(self, pipelines: Pipelines, sets: DescriptorSets) -> None:
+        rec = CommandRecorder(self.submitter.cmd)
+        self.timer.reset(rec.cmd)
+        staging = self.mode == "staging"
+        if staging:
+            rec.copies(self._input_copies())
+            rec.barrier("transfer", "compute")
+        self.timer.mark(rec.cmd, 0)
+        for i, step in enumerate(self.plan.steps):
+            for d, descriptor_set in zip(step.dispatches, sets.sets[i]):
+                p = pipelines.by_section[d.section]
+                rec.dispatch(p.handle, p.layout, descriptor_set, d.grid)
+                rec.barrier("compute", "compute")
+            self.timer.mark(rec.cmd, i + 1)
+        if staging:
+            rec.barrier("compute", "transfer")
+            rec.copies(self._output_copies())
+            rec.barrier("transfer", "host")
+        else:
+            rec.barrier("compute", "host")
+        rec.end()
+
+    def _input_copies(self) -> list[Copy]:
+        up = self._resources["upload"].buffer
+        copies = []
+        for i, io in enumerate(self.plan.inputs):
+            dst, offset, _ = self._resolve(io.buffer)
+            copies.append((up, dst, self._staging_offsets[("in", i)], offset, io.tensor.nbytes))
+        return copies
+
+    def _output_copies(self) -> list[Copy]:
+        down = self._resources["download"].buffer
+        copies = []
+        for i, io in enumerate(self.plan.outputs):
+            src, offset, _ = self._resolve(io.buffer)
+            copies.append((src, down, offset, self._staging_offsets[("out", i)],
+                           io.tensor.nbytes))
+        return copies
+
+    # ---- the executor interface (the same as cpu.CpuModel) -----------------------------
+
+    def metadata(self) -> dict[str, Any]:
+        """The artifact's metadata, less checksum and sections (like the CPU library's)."""
+        return {k: v for k, v in self._meta.items() if k not in ("checksum", "sections")}
+
+    def set_input(self, index: int, address: int, nbytes: int) -> None:
+        self._io(self.inputs, index, nbytes, "input")
+        buf, offset = self._host_location("in", index, self.plan.inputs[index].buffer)
+        buf.write(offset, address, nbytes)
+
+    def run(self) -> None:
+        self._check_open()
+        self.submitter.run(f"artifact '{self.path}'")
+
+    def run_profiled(self) -> list[float]:
+        """Run once; the device time of each step (sum of its dispatches), in ms."""
+        self.run()
+        return self.timer.step_ms(f"artifact '{self.path}'")
+
+    def get_output(self, index: int, address: int, nbytes: int) -> None:
+        self._io(self.outputs, index, nbytes, "output")
+        buf, offset = self._host_location("out", index, self.plan.outputs[index].buffer)
+        buf.read(offset, address, nbytes)
+
+    def set_num_threads(self, n: int) -> None:
+        """Accepted for the common interface: the Vulkan driver decides its parallelism."""
+
+    def close(self) -> None:
+        self._closed = True
+        self._finalizer()
+
+    # ---- internals --------------------------------------------------------------------
+
+    def _host_location(self, kind: str, index: int, buffer: int) -> tuple[DeviceBuffer, int]:
+        if self.mode == "staging":
+            name = "upload" if kind == "in" else "download"
+            return self._resources[name], self._staging_offsets[(kind, index)]
+        p = self.layout.placements[buffer]
+        return self._resources[p.region], p.offset
+
+    def _io(self, specs: list[TensorSpec], index: int, nbytes: int, kind: str) -> None:
+        self._check_open()
+        if not 0 <= index < len(specs):
+            raise TensorsmithError(f"artifact '{self.path}': no {kind} {index}")
+        if nbytes != specs[index].nbytes:
+            raise TensorsmithError(f"artifact '{self.path}': {kind} {specs[index].name!r} has "
+                                   f"{specs[index].nbytes} bytes, got {nbytes}")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise TensorsmithError(f"the model of artifact '{self.path}' is closed")
+
+
+def _memmove_in(buf: DeviceBuffer, offset: int, data: bytes) -> None:
+    import ctypes
+
+    source = ctypes.create_string_buffer(data, len(data))
+    buf.write(offset, ctypes.addressof(source), len(data))
+
+
+def _release(device: Any, resources: dict[str, Any]) -> None:
+    """Free everything a model created (its finalizer: runs once, at close or collection)."""
+    if not resources:
+        return
+    for name in ("submitter", "timer", "sets", "pipelines"):
+        if name in resources:
+            resources[name].destroy()
+    for name in ("params", "workspace", "upload", "download"):
+        if name in resources:
+            destroy_buffer(device, resources[name])
+    resources.clear()

@@ -1,0 +1,150 @@
+"""The execution plan of a ``vulkan`` artifact, read from its metadata and checked.
+
+Everything the executor trusts about the file is checked here, once, so a damaged or
+mismatched artifact fails at load with an ArtifactError naming the field, instead of
+failing later inside the driver. The layout of the ``vulkan`` key is documented in
+docs/spirv-manifest.md ("The artifact's vulkan metadata").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tensorsmith.runtime.artifact import Artifact
+from tensorsmith.runtime.cpu import TensorSpec
+from tensorsmith.runtime.errors import ArtifactError
+
+__all__ = ["METADATA_VERSION", "BufferSpec", "DispatchSpec", "StepSpec", "VulkanPlan", "parse"]
+
+#: The newest ``vulkan`` metadata version this runtime reads.
+METADATA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class DispatchSpec:
+    name: str
+    section: str
+    entry_point: str
+    grid: tuple[int, int, int]
+    workgroup: tuple[int, int, int]
+    bindings: tuple[tuple[int, int], ...]  # (binding number, index into the step's args)
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    name: str
+    kernel: str
+    args: tuple[int, ...]  # plan buffer of each kernel parameter
+    dispatches: tuple[DispatchSpec, ...]
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    kind: str  # "param" or "workspace"
+    offset: int  # in the params section, or in the workspace
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class IOSpec:
+    tensor: TensorSpec
+    buffer: int
+
+
+@dataclass
+class VulkanPlan:
+    buffers: list[BufferSpec]
+    steps: list[StepSpec]
+    inputs: list[IOSpec]
+    outputs: list[IOSpec]
+    features: list[str]
+    workspace_bytes: int
+    params_bytes: int
+
+
+def parse(artifact: Artifact) -> VulkanPlan:
+    meta = artifact.metadata
+    where = f"artifact '{artifact.path}'"
+
+    def bad(what: str) -> ArtifactError:
+        return ArtifactError(f"{where} is inconsistent: {what}; re-export it")
+
+    info = meta.get("vulkan")
+    if not isinstance(info, dict) or not isinstance(info.get("kernels"), list):
+        raise ArtifactError(f"{where} has no 'vulkan' dispatch table in its metadata; it was "
+                            "not built for target 'vulkan' by a compatible tensorsmith: "
+                            "re-export it")
+    version = info.get("version")
+    if not isinstance(version, int) or version > METADATA_VERSION:
+        raise ArtifactError(f"{where} has vulkan metadata version {version!r} and this "
+                            f"tensorsmith-runtime reads up to {METADATA_VERSION}; upgrade "
+                            "tensorsmith-runtime")
+    buffers = []
+    for i, b in enumerate(meta.get("buffers", [])):
+        if b.get("kind") not in ("param", "workspace") or not _ints(b, "offset", "nbytes"):
+            raise bad(f"buffer {i} is {b!r}")
+        buffers.append(BufferSpec(b["kind"], b["offset"], b["nbytes"]))
+    kernels = {}
+    for k in info["kernels"]:
+        if not isinstance(k, dict) or not isinstance(k.get("dispatches"), list):
+            raise bad(f"vulkan kernel entry {k!r}")
+        kernels[k.get("name")] = k["dispatches"]
+    steps = []
+    for s in meta.get("steps", []):
+        kernel = s.get("kernel")
+        if kernel not in kernels:
+            raise bad(f"step kernel {kernel!r} has no entry in the vulkan dispatch table")
+        args = s.get("args")
+        if not isinstance(args, list) or not all(_index(a, len(buffers)) for a in args):
+            raise bad(f"step {kernel!r} has arguments {args!r} for {len(buffers)} buffers")
+        dispatches = tuple(_dispatch(d, len(args), bad) for d in kernels[kernel])
+        steps.append(StepSpec(str(s.get("name", kernel)), kernel, tuple(args), dispatches))
+    inputs = [_io(io, buffers, "input", bad) for io in meta.get("inputs", [])]
+    outputs = [_io(io, buffers, "output", bad) for io in meta.get("outputs", [])]
+    features = info.get("features", [])
+    if not isinstance(features, list):
+        raise bad(f"vulkan features {features!r}")
+    return VulkanPlan(buffers, steps, inputs, outputs, [str(f) for f in features],
+                      int(meta.get("workspace_bytes", 0)), int(meta.get("params_bytes", 0)))
+
+
+def _dispatch(d: Any, nargs: int, bad: Any) -> DispatchSpec:
+    grid, wg = _triple(d.get("grid")), _triple(d.get("workgroup_size"))
+    names = all(isinstance(d.get(k), str) for k in ("name", "section", "entry_point"))
+    bindings = d.get("bindings")
+    ok = grid is not None and wg is not None and names and isinstance(bindings, list)
+    if ok:
+        pairs = [(b.get("binding"), b.get("param")) for b in bindings if isinstance(b, dict)]
+        ok = len(pairs) == len(bindings) and all(
+            isinstance(n, int) and n >= 0 and _index(p, nargs) for n, p in pairs)
+    if not ok:
+        raise bad(f"dispatch {d!r}")
+    assert grid is not None and wg is not None
+    return DispatchSpec(d["name"], d["section"], d["entry_point"], grid, wg, tuple(pairs))
+
+
+def _io(io: Any, buffers: list[BufferSpec], kind: str, bad: Any) -> IOSpec:
+    name = io.get("name") if isinstance(io, dict) else None
+    buffer = io.get("buffer") if isinstance(io, dict) else None
+    if not isinstance(name, str) or not _index(buffer, len(buffers)):
+        raise bad(f"{kind} {io!r}")
+    assert isinstance(buffer, int)
+    spec = TensorSpec(name, str(io.get("dtype")), tuple(io.get("shape", ())),
+                      buffers[buffer].nbytes)
+    return IOSpec(spec, buffer)
+
+
+def _ints(d: dict[str, Any], *keys: str) -> bool:
+    return all(isinstance(d.get(k), int) and d[k] >= 0 for k in keys)
+
+
+def _index(value: Any, count: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < count
+
+
+def _triple(value: Any) -> tuple[int, int, int] | None:
+    ok = isinstance(value, list) and len(value) == 3
+    if not ok or not all(isinstance(v, int) and v >= 0 for v in value):
+        return None
+    return (value[0], value[1], value[2])
