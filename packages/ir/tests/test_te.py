@@ -49,7 +49,7 @@ STEPS = {
 
 @pytest.mark.parametrize("step", sorted(STEPS))
 def test_schedule_step_matches_numpy(step: str) -> None:
-    a, b, c, d = matmul_relu(5, 6, 7)
+    a, b, _, d = matmul_relu(5, 6, 7)
     s = te.create_schedule(d)
     if step == "inline":
         with pytest.raises(ValueError, match="reduction"):
@@ -63,7 +63,7 @@ def test_schedule_step_matches_numpy(step: str) -> None:
 
 
 def test_steps_replay_from_json() -> None:
-    a, b, c, d = matmul_relu(4, 6, 3)
+    *_, d = matmul_relu(4, 6, 3)
     s = te.create_schedule(d)
     s.tile("C", "C_i0", "C_i1", 2, 4)
     s.parallel("C", "C_i0.o")

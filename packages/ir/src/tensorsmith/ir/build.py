@@ -19,10 +19,10 @@ from .codegen import get_codegen
 from .errors import ModelError
 from .graph import Graph, Node, Value
 from .lowering import lower_group, workload_key
-from .records import load_best_steps
 from .module import CompiledModule
-from .passes import default_pipeline, fuse_ops, plan_memory
+from .passes import FusedGroup, default_pipeline, fuse_ops, plan_memory
 from .passes.memory_plan import ALIGN
+from .records import load_best_steps
 from .schedules import schedule_cpu
 from .target import Target
 from .te.stmt import PrimFunc
@@ -35,16 +35,8 @@ def build(mod: Graph, target: str | Target = "llvm", params: Mapping[str, np.nda
     tgt = Target.parse(target)
     codegen = get_codegen(tgt)  # fail before any work when the target is not installed
     timings: list[tuple[str, float]] = []
-    graph = _bind_params(mod.copy(), params or {})
-    _copy_passthrough_outputs(graph)
-    pm = default_pipeline(opt_level)
-    pm.dump = dump
-    graph = pm.run(graph)
-    timings += pm.timings
+    graph, groups, aliases = fused_groups(mod, params, opt_level, dump, timings)
     start = time.perf_counter()
-    groups = fuse_ops(graph, enabled=opt_level >= 1)
-    aliases = _reshape_aliases(groups) if opt_level >= 1 else {}
-    groups = [g for g in groups if not _is_alias_group(g, aliases)]
     schedule = _schedule_fn(tgt)
     tuned = load_best_steps(records, tgt) if records is not None else {}
     funcs = [lower_group(g, f"tsm_kernel_{i}", schedule, tuned.get(workload_key(g)))
@@ -55,6 +47,26 @@ def build(mod: Graph, target: str | Target = "llvm", params: Mapping[str, np.nda
     kernels = codegen(funcs, tgt)
     timings.append(("codegen", time.perf_counter() - start))
     return CompiledModule(graph, funcs, plan, blob, kernels, tgt, timings)
+
+
+def fused_groups(mod: Graph, params: Mapping[str, np.ndarray] | None = None, opt_level: int = 2,
+                 dump: Callable[[str, str], None] | None = None,
+                 timings: list[tuple[str, float]] | None = None,
+                 ) -> tuple[Graph, list[FusedGroup], dict[int, Value]]:
+    """The optimized graph, its kernel groups and reshape aliases, exactly as ``build``
+    lowers them: the auto-tuner extracts its tasks here, so the workloads it tunes are
+    the ones ``build`` looks up in the records."""
+    graph = _bind_params(mod.copy(), params or {})
+    _copy_passthrough_outputs(graph)
+    pm = default_pipeline(opt_level)
+    pm.dump = dump
+    graph = pm.run(graph)
+    if timings is not None:
+        timings += pm.timings
+    groups = fuse_ops(graph, enabled=opt_level >= 1)
+    aliases = _reshape_aliases(groups) if opt_level >= 1 else {}
+    groups = [g for g in groups if not _is_alias_group(g, aliases)]
+    return graph, groups, aliases
 
 
 def _schedule_fn(tgt: Target) -> Callable[..., Any]:

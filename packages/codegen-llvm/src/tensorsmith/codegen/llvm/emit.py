@@ -21,7 +21,17 @@ from tensorsmith.ir.te.expr import (
     Select,
     Var,
 )
-from tensorsmith.ir.te.stmt import Allocate, Barrier, Buffer, For, IfThenElse, PrimFunc, Seq, Stmt, Store
+from tensorsmith.ir.te.stmt import (
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    IfThenElse,
+    PrimFunc,
+    Seq,
+    Stmt,
+    Store,
+)
 from tensorsmith.ir.te.visit import free_vars, walk
 
 from .vectorize import try_vectorize

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-PTR = ir.PointerType()
-
 from tensorsmith.ir.te.expr import Binary, Call, Cast, Const, Expr, Load, Select, Var
 from tensorsmith.ir.te.stmt import For, IfThenElse, Seq, Stmt, Store
 from tensorsmith.ir.te.visit import free_vars
 
 if TYPE_CHECKING:
     from .emit import KernelEmitter
+
+PTR = ir.PointerType()
 
 
 def stride_of(e: Expr, var: Var) -> int | None:

@@ -1,3 +1,16 @@
 """Op definitions; importing this package registers them all."""
 
-from . import concat, conv, elementwise, expand, gather, nn, pad, reduce, slice, transform  # noqa: F401
+from . import (  # noqa: F401
+    argreduce,
+    concat,
+    conv,
+    elementwise,
+    expand,
+    gather,
+    nn,
+    pad,
+    reduce,
+    slice,
+    transform,
+    trig,
+)

@@ -66,7 +66,7 @@ def _conv_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarr
     groups = attrs.get("groups", 1)
     strides, pads, dil = _geometry(attrs, w.shape[2], w.shape[3])
     xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
-    n, c, _, _ = x.shape
+    n = x.shape[0]
     o, cg, kh, kw = w.shape
     (_, _, oh, ow), = [t.shape for t in _conv_infer(
         [TensorType(x.shape, str(x.dtype)), TensorType(w.shape, str(w.dtype))], attrs)]
@@ -167,7 +167,7 @@ def _pool_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], 
     x = inputs[0]
     kh, kw = attrs["kernel"]
     strides, pads, dil = _geometry(attrs, kh, kw)
-    n, c, h, w = x.shape
+    _, _, h, w = x.shape
     _, _, oh, ow = out[0].shape
     is_max = attrs["mode"] == "max"
     # Pad far enough for ceil-mode windows that run past the bottom/right edge.

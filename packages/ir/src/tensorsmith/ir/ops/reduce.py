@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -28,15 +29,27 @@ def _infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     return [TensorType(shape, x.dtype)]
 
 
-_NUMPY = {"reduce_sum": np.sum, "reduce_max": np.max, "reduce_min": np.min,
-          "reduce_prod": np.prod, "reduce_mean": np.mean}
+_NUMPY: dict[str, Callable[..., Any]] = {
+    "reduce_sum": np.sum, "reduce_max": np.max, "reduce_min": np.min, "reduce_prod": np.prod,
+    "reduce_mean": np.mean}
 
 
 def _make(name: str, combiner: str) -> None:
     def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
         x = arrays[0]
         axes = tuple(_axes(attrs, x.ndim))
-        r = _NUMPY[name](x, axis=axes, keepdims=attrs.get("keepdims", True))
+        keep = attrs.get("keepdims", True)
+        if x.size == 0 and name in ("reduce_max", "reduce_min"):  # numpy has no identity
+            lowest = name == "reduce_max"
+            if x.dtype.kind == "f":
+                start = -np.inf if lowest else np.inf
+            elif x.dtype.kind == "b":
+                start = not lowest
+            else:
+                start = np.iinfo(x.dtype).min if lowest else np.iinfo(x.dtype).max
+            r = _NUMPY[name](x, axis=axes, keepdims=keep, initial=start)
+        else:
+            r = _NUMPY[name](x, axis=axes, keepdims=keep)
         return [np.asarray(r).astype(x.dtype)]
 
     def compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: str
@@ -49,7 +62,7 @@ def _make(name: str, combiner: str) -> None:
 
         def element(*idx: Expr) -> Expr:
             it = iter(idx)
-            full = []
+            full: list[Expr] = []
             for d in range(x.ndim):
                 if d in ks:
                     full.append(ks[d].var)

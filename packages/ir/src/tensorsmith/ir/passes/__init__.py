@@ -8,5 +8,6 @@ from .manager import PassManager, default_pipeline
 from .memory_plan import MemoryPlan, plan_memory
 from .simplify import simplify_graph
 
-__all__ = ["FusedGroup", "MemoryPlan", "PassManager", "default_pipeline", "eliminate_common_subexpressions",
-           "eliminate_dead_code", "fold_constants", "fuse_ops", "plan_memory", "simplify_graph"]
+__all__ = ["FusedGroup", "MemoryPlan", "PassManager", "default_pipeline",
+           "eliminate_common_subexpressions", "eliminate_dead_code", "fold_constants", "fuse_ops",
+           "plan_memory", "simplify_graph"]

@@ -13,7 +13,7 @@ Rules, per stage of a fused kernel:
 
 from __future__ import annotations
 
-from ..te.expr import Load, Var
+from ..te.expr import Load
 from ..te.schedule import Schedule, Stage
 from ..te.tensor import Tensor
 from ..te.visit import walk
@@ -80,11 +80,7 @@ def _last_axis_contiguous(st: Stage) -> bool:
     last = op.axes[-1].var if op.axes else None
     if last is None or op.axes[-1].extent == 1:
         return False
-    for e in walk(op.body):
-        if isinstance(e, Load) and e.indices and isinstance(e.indices[-1], Var):
-            if e.indices[-1] is last:
-                return True
-    return False
+    return any(isinstance(e, Load) and e.indices and e.indices[-1] is last for e in walk(op.body))
 
 
 ROW_BLOCKS = (4, 6, 8, 5, 7, 3, 2)

@@ -1,7 +1,21 @@
 """Tensor expressions, schedules and the loop-nest tensor IR they lower to."""
 
 from . import tensor as te_tensor
-from .expr import Expr, IterVar, Var, cast, const, erf, exp, log, maximum, minimum, select, sqrt, tanh
+from .expr import (
+           Expr,
+           IterVar,
+           Var,
+           cast,
+           const,
+           erf,
+           exp,
+           log,
+           maximum,
+           minimum,
+           select,
+           sqrt,
+           tanh,
+)
 from .lower import lower
 from .schedule import Schedule, Step, create_schedule, replay
 from .stmt import Buffer, PrimFunc

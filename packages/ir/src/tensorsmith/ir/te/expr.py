@@ -18,7 +18,8 @@ INDEX = "int64"
 
 def const(value: int | float | bool, dtype: str | None = None) -> Const:
     if dtype is None:
-        dtype = "bool" if isinstance(value, bool) else INDEX if isinstance(value, int) else "float32"
+        is_int = isinstance(value, int)
+        dtype = "bool" if isinstance(value, bool) else INDEX if is_int else "float32"
     return Const(value, dtype)
 
 

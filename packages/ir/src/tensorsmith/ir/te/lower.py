@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .expr import Const, Expr, same, Load, Reduce, Var, as_expr, binary, const, maximum, minimum
+from .expr import Const, Expr, Load, Reduce, Var, as_expr, binary, const, maximum, minimum, same
 from .schedule import Fuse, Leaf, Schedule, Split, Stage
 from .simplify import simplify
 from .stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Seq, Stmt, Store
 from .tensor import Tensor
 from .visit import rewrite, substitute
+
 
 def flat_index(shape: tuple[int, ...], indices: tuple[Expr, ...]) -> Expr:
     """Row-major flat index; constant strides fold away in the expression builders."""

@@ -4,7 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from .expr import Binary, Call, Cast, Const, Expr, Load, Reduce, Select, Var, binary, call, cast, select
+from .expr import (
+    Binary,
+    Call,
+    Cast,
+    Const,
+    Expr,
+    Load,
+    Reduce,
+    Select,
+    Var,
+    binary,
+    call,
+    cast,
+    select,
+)
 
 
 def children(e: Expr) -> tuple[Expr, ...]:
