@@ -11,7 +11,7 @@ import pytest
 
 import tensorsmith.runtime as rt
 from tensorsmith.frontend.onnx import from_onnx
-from tensorsmith.ir import build
+from tensorsmith.ir import GraphBuilder, build
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "mlp.onnx"
 
@@ -49,3 +49,15 @@ def test_artifact_is_one_self_contained_file(tmp_path: Path) -> None:
     assert meta["inputs"][0]["name"] == "input"
     assert meta["params_bytes"] >= (784 * 256 + 256 * 128 + 128 * 10) * 4
     assert meta["workspace_bytes"] > 0
+
+
+def test_reloading_a_rewritten_artifact_at_the_same_path(tmp_path: Path) -> None:
+    """dlopen returns the library already loaded for a path; a re-exported file must not
+    be answered by the old one."""
+    path = tmp_path / "m.so"
+    for n in (3, 5):
+        b = GraphBuilder()
+        x = b.input("x", (n,), "float32")
+        build(b.finish([b.add1("neg", [x], name="neg")]), "llvm").export_library(path)
+        m = rt.load(path)
+        np.testing.assert_array_equal(m.run({"x": np.ones(n, "float32")})[0], -np.ones(n))

@@ -53,7 +53,7 @@ def make_model(nodes: list[onnx.NodeProto], inputs: Mapping[str, Spec],
     m = helper.make_model(graph, opset_imports=opsets)
     m.ir_version = min(max(helper.find_min_ir_version_for(opsets[:1], True), 4), 10)
     # graph outputs need a shape to pass the checker: let ONNX's inference fill them in
-    inferred = onnx.shape_inference.infer_shapes(m)
+    inferred = onnx.shape_inference.infer_shapes(m, data_prop=True)
     for out, inf in zip(m.graph.output, inferred.graph.output):
         out.CopyFrom(inf)
         if not out.type.tensor_type.HasField("shape"):
@@ -148,7 +148,7 @@ _BINARY = {
 }
 _CALLS = {
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "abs": np.abs,
-    "iabs": np.abs, "floor": np.floor, "ceil": np.ceil,
+    "iabs": np.abs, "floor": np.floor, "ceil": np.ceil, "sin": np.sin, "cos": np.cos,
     "erf": np.vectorize(math.erf, otypes=[np.float64]),
 }
 _REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod}

@@ -165,3 +165,15 @@ def test_prelu_per_channel() -> None:
     m = one_node("PRelu", {"x": ("float32", [2, 3, 2, 2])}, ["y"],
                  {"slope": np.array([0.1, 0.2, 0.3], np.float32).reshape(3, 1, 1)})
     check(m, {"x": rand(2, 3, 2, 2)})
+
+
+@pytest.mark.parametrize("op", ["Sin", "Cos"])
+def test_trig(op: str) -> None:
+    check(one_node(op, {"x": ("float32", [3, 4])}, ["y"]), {"x": rand(3, 4, low=-4, high=4)})
+
+
+@pytest.mark.parametrize("positive,negative", [(1, 1), (1, 0), (0, 1), (0, 0)])
+def test_isinf(positive: int, negative: int) -> None:
+    m = one_node("IsInf", {"x": ("float32", [5])}, {"y": "bool"}, detect_positive=positive,
+                 detect_negative=negative)
+    check(m, {"x": np.array([1, np.inf, -np.inf, np.nan, 0], np.float32)})

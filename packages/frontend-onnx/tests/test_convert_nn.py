@@ -123,7 +123,7 @@ def test_batch_norm_runtime_stats() -> None:
 @pytest.mark.parametrize("with_bias", [True, False])
 def test_layer_norm(axis: int, with_bias: bool) -> None:
     shape = [2, 3, 4]
-    norm = shape[axis:] if axis >= 0 else shape[axis:]
+    norm = shape[axis:]
     inits = {"s": rand(*norm, seed=1)}
     if with_bias:
         inits["b"] = rand(*norm, seed=2)

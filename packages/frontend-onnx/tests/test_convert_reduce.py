@@ -55,3 +55,21 @@ def test_noop_with_empty_axes(noop: int) -> None:
 def test_int_reduce() -> None:
     m = one_node("ReduceMax", {"x": ("int64", [3, 4])}, {"y": "int64"}, opset=13, axes=[1])
     check(m, {"x": rand(3, 4, dtype="int64")})
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("axis,keepdims,last", [(0, 1, 0), (1, 0, 0), (-1, 1, 1), (2, 0, 1)])
+def test_arg_reduce(op: str, axis: int, keepdims: int, last: int) -> None:
+    m = one_node(op, {"x": ("float32", [3, 4, 5])}, {"y": "int64"}, axis=axis,
+                 keepdims=keepdims, select_last_index=last)
+    x = np.round(rand(3, 4, 5)).astype(np.float32)  # ties, so the index rule matters
+    check(m, {"x": x})
+
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("axis", [0, -1])
+def test_lp_normalization(p: int, axis: int) -> None:
+    m = one_node("LpNormalization", {"x": ("float32", [3, 4])}, ["y"], axis=axis, p=p)
+    x = rand(3, 4)
+    x[0, 0] = x[:, 0] = 0  # a zero norm on axis 0, gives 0 rather than NaN
+    check(m, {"x": x})

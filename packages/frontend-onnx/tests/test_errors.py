@@ -39,7 +39,7 @@ def test_not_an_onnx_file(tmp_path: Path, content: bytes) -> None:
 
 
 def test_wrong_argument_type() -> None:
-    with pytest.raises(ModelError, match="takes an onnx.ModelProto or a path"):
+    with pytest.raises(ModelError, match=r"takes an onnx\.ModelProto or a path"):
         from_onnx(42)  # type: ignore[arg-type]
 
 
@@ -62,9 +62,9 @@ def test_unsupported_opset(opset: int) -> None:
 def test_all_unsupported_ops_in_one_error() -> None:
     nodes = [
         helper.make_node("Relu", ["x"], ["a"], name="ok"),
-        helper.make_node("Sin", ["a"], ["b"], name="sin_1"),
-        helper.make_node("Cos", ["b"], ["c"], name="cos_1"),
-        helper.make_node("Sin", ["c"], ["d"], name="sin_2"),
+        helper.make_node("Det", ["a"], ["b"], name="det_1"),
+        helper.make_node("Unique", ["b"], ["c"], name="unique_1"),
+        helper.make_node("Det", ["c"], ["d"], name="det_2"),
         helper.make_node("Round", ["d"], ["e"], name=""),
         helper.make_node("FusedThing", ["e"], ["y"], name="custom", domain="com.example"),
     ]
@@ -78,8 +78,8 @@ def test_all_unsupported_ops_in_one_error() -> None:
         from_onnx(m)
     message = str(info.value)
     assert "4 unsupported operators" in message
-    assert "Sin (opset 17): nodes 'sin_1', 'sin_2'" in message
-    assert "Cos (opset 17): node 'cos_1'" in message
+    assert "Det (opset 17): nodes 'det_1', 'det_2'" in message
+    assert "Unique (opset 17): node 'unique_1'" in message
     assert "Round (opset 17): node #4 (unnamed)" in message
     assert "com.example.FusedThing (com.example opset 1): node 'custom'" in message
     assert "Relu" not in message
@@ -134,6 +134,23 @@ def test_initializers_listed_as_inputs_are_constants() -> None:
     graph, params = from_onnx(m)
     assert [v.name for v in graph.inputs] == ["x"]
     assert list(params) == ["b"]
+
+
+def test_one_shape_names_shared_symbols() -> None:
+    """BERT-style inputs share 'batch' and 'seq': one given shape sizes all of them."""
+    node = helper.make_node("Add", ["ids", "mask"], ["y"], name="add")
+    m = make_model([node], {"ids": ("int64", ["batch", "seq"]),
+                            "mask": ("int64", ["batch", "seq"])}, {"y": "int64"})
+    graph, _ = from_onnx(m, {"ids": (2, 7)})
+    assert [v.shape for v in graph.inputs] == [(2, 7), (2, 7)]
+
+
+def test_conflicting_symbol_sizes() -> None:
+    node = helper.make_node("Add", ["a", "b"], ["y"], name="add")
+    m = make_model([node], {"a": ("float32", ["n", 3]), "b": ("float32", ["n", 3])}, ["y"])
+    with pytest.raises(ModelError, match=r"dimension 'n' is 1 in the shape given for input "
+                                         r"'a' but 2 in the one for 'b'"):
+        from_onnx(m, {"a": (1, 3), "b": (2, 3)})
 
 
 def test_static_model_needs_no_shape() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from frontend_onnx_testing import check, make_model, rand
+from frontend_onnx_testing import check, make_model, one_node, rand
 from onnx import helper
 
 from tensorsmith.frontend.onnx import from_onnx
@@ -70,3 +70,14 @@ def test_mlp_from_path(tmp_path: Path, mlp: onnx.ModelProto) -> None:
     for model in (str(path), path):
         graph, _ = from_onnx(model, {"input": (3, 784)})
         assert graph.outputs[0].shape == (3, 10)
+
+
+def test_weights_stay_rebindable() -> None:
+    """Arithmetic on float initializers is left to the folding pass, which runs after
+    build() binds params by name: nothing derived from a weight is baked in at import."""
+    m = one_node("Gemm", {"a": ("float32", [2, 3])}, ["y"],
+                 {"W": rand(4, 3), "C": rand(4)}, transB=1, alpha=2.0, beta=0.5)
+    graph, params = from_onnx(m)
+    reads = {v.name for n in graph.nodes for v in n.inputs}
+    assert {"W", "C"} <= reads and set(params) == {"W", "C"}
+    assert [n.op for n in graph.nodes] == ["transpose", "matmul", "mul", "mul", "add"]

@@ -145,3 +145,26 @@ def test_pass_manager_times_and_dumps() -> None:
     low = default_pipeline(0)
     low.run(mlp())
     assert [t[0] for t in low.timings] == ["eliminate_dead_code"]
+
+
+def test_fused_groups_come_in_dependency_order() -> None:
+    b = GraphBuilder()
+    x = b.input("x", (4,), "float32")
+    r = b.add1("relu", [x], name="r")
+    n = b.add1("neg", [x], name="n")
+    g = b.finish([b.add1("mul", [r, n], name="m")])
+    groups = fuse_ops(g)
+    produced: set[int] = set()
+    for grp in groups:
+        assert all(v.uid in produced or v.producer is None for v in grp.inputs)
+        produced.update(v.uid for v in grp.outputs)
+
+
+def test_text_round_trip_keeps_scalars_and_exported_names() -> None:
+    b = GraphBuilder()
+    x = b.input("onnx::Input_1", (2,), "float32")
+    two = b.constant("two", np.float32(2.0))
+    g = b.finish([b.add1("mul", [x, two], name="onnx::Mul_3")])
+    assert g.constants()[0].shape == ()
+    again = parse_graph(str(g))
+    assert str(again) == str(g)

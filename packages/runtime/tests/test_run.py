@@ -128,3 +128,4 @@ def test_close_and_context_manager(model_artifact, inputs) -> None:
 def test_device_aliases(model_artifact) -> None:
     assert str(rt.load(model_artifact.path, device="cpu:0").device) == "cpu"
     assert str(rt.load(model_artifact.path, device=" CPU ").device) == "cpu"
+

@@ -69,7 +69,9 @@ class Graph:
     # -- construction -------------------------------------------------------------
     @staticmethod
     def constant(name: str, data: np.ndarray) -> Value:
-        data = np.ascontiguousarray(data)
+        data = np.asarray(data)
+        if not data.flags.c_contiguous:  # (ascontiguousarray would make 0-d arrays 1-d)
+            data = data.copy(order="C")
         return Value(name, tuple(int(d) for d in data.shape), str(data.dtype), data=data)
 
     # -- queries --------------------------------------------------------------------

@@ -44,7 +44,7 @@ def _jsonable(x: object) -> object:
     return str(x)
 
 
-_TYPE = re.compile(r"%([^:\s]+): (\w+)\[([\d, ]*)\]")
+_TYPE = re.compile(r"%(\S+?): (\w+)\[([\d, ]*)\]")
 
 
 def _parse_type(dtype: str, dims: str) -> tuple[tuple[int, ...], str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -88,13 +89,17 @@ class _Library:
 
     def __init__(self, path: Path) -> None:
         # An absolute path: dlopen searches the library path for a bare file name.
+        loadable = _loadable_path(path)
         try:
-            self.dll = ctypes.CDLL(str(path.resolve()))
+            self.dll = ctypes.CDLL(loadable)
         except OSError as e:
             raise ArtifactError(
                 f"cannot load artifact '{path}' as a shared library: {e}. It must be built "
                 "for this machine's CPU architecture and operating system (target 'llvm')"
             ) from None
+        finally:
+            if loadable != str(path.resolve()):
+                os.unlink(loadable)  # the mapping outlives the file
         for name, (restype, argtypes) in _SIGNATURES.items():
             try:
                 fn = getattr(self.dll, name)
@@ -109,6 +114,27 @@ class _Library:
     def last_error(self) -> str:
         message = self.tsm_last_error()
         return message.decode("utf-8", "replace") if message else "unknown error"
+
+
+_LOADED: dict[str, tuple[int, int]] = {}  # path -> (inode, mtime) of what dlopen holds
+
+
+def _loadable_path(path: Path) -> str:
+    """The path to dlopen: the file itself, or a private copy if this process already
+    loaded a different file at the same path (dlopen would hand back the old library)."""
+    import shutil
+    import tempfile
+
+    real = str(path.resolve())
+    st = os.stat(real)
+    identity = (st.st_ino, st.st_mtime_ns)
+    seen = _LOADED.setdefault(real, identity)
+    if seen == identity:
+        return real
+    fd, copy = tempfile.mkstemp(prefix="tsm-", suffix=".so")
+    os.close(fd)
+    shutil.copyfile(real, copy)
+    return copy
 
 
 class CpuModel:

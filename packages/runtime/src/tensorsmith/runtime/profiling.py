@@ -1,13 +1,21 @@
-"""Per-step timings of profiled runs, summed per step name.
+"""Per-step timings of profiled runs, and the views people read them through.
 
-Kept apart from the executor so every backend (CPU now, GPUs later) reports the same
-shape of result: one entry per step name, in the order the steps first run, plus the wall
-time of each whole run.
+Kept apart from the executors so every backend (CPU, OpenCL, Vulkan) reports the same
+shape of result: one duration per step per run, plus the wall time of each whole run.
+The views are plain Python (no NumPy), so the runtime stays cheap to import:
+
+* the report itself is a list with one entry per step *name* (what the fused ops are
+  called), for a quick look;
+* :meth:`ProfileReport.by_kernel` groups per *kernel* and joins the artifact's metadata
+  (``kernels``: the fused ops and source-model nodes each kernel holds), which is what
+  tells a user which part of their model costs the time;
+* :meth:`ProfileReport.chrome_trace` is the Chrome trace-event JSON that
+  chrome://tracing and https://ui.perfetto.dev open, one event per kernel call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = ["ProfileReport", "summarize"]
@@ -15,15 +23,28 @@ __all__ = ["ProfileReport", "summarize"]
 
 class ProfileReport(list):
     """A list of ``{"name", "calls", "total_ms", "mean_ms", "percent"}``, one per step name,
-    with ``run_ms``: the wall time of each profiled run, in milliseconds."""
+    with ``run_ms`` (the wall time of each profiled run), ``step_ms`` (per run, each step's
+    time, in plan order) and ``step_names``, all in milliseconds."""
 
-    def __init__(self, entries: Sequence[dict[str, Any]], run_ms: Sequence[float]) -> None:
+    def __init__(
+        self,
+        entries: Sequence[dict[str, Any]],
+        run_ms: Sequence[float],
+        step_ms: Sequence[Sequence[float]] = (),
+        step_names: Sequence[str] = (),
+    ) -> None:
         super().__init__(entries)
         self.run_ms = list(run_ms)
+        self.step_ms = [list(times) for times in step_ms]
+        self.step_names = list(step_names)
 
     @property
     def mean_run_ms(self) -> float:
         return sum(self.run_ms) / len(self.run_ms) if self.run_ms else 0.0
+
+    def kernel_ms_per_run(self) -> list[float]:
+        """The summed step times of each run: what the kernels account for of ``run_ms``."""
+        return [sum(times) for times in self.step_ms]
 
     def table(self) -> str:
         """A text table, slowest step first, for printing."""
@@ -38,11 +59,122 @@ class ProfileReport(list):
         lines.append(f"{len(self.run_ms)} runs, {self.mean_run_ms:.3f} ms per run (wall)")
         return "\n".join(lines)
 
+    # ---- per kernel -------------------------------------------------------------------
+
+    def by_kernel(self, metadata: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """One ``{"kernel", "ops", "nodes", "calls", "total_ms", "mean_ms", "percent"}`` per
+        kernel, in the order kernels first run; ``percent`` is its share of all kernel time.
+
+        Steps map to kernels through ``metadata["steps"]`` (the artifact's plan: step i
+        calls kernel ``steps[i]["kernel"]``), and ``metadata["kernels"]`` says which ops
+        and nodes each kernel holds. Without usable metadata each step name stands for a
+        kernel and ops and nodes are empty.
+        """
+        kernels = _step_kernels(metadata, len(self.step_names)) or [
+            {"name": name, "ops": [], "nodes": []} for name in self.step_names
+        ]
+        rows: dict[str, dict[str, Any]] = {}
+        for times in self.step_ms:
+            for kernel, ms in zip(kernels, times, strict=True):
+                row = rows.setdefault(
+                    kernel["name"],
+                    {
+                        "kernel": kernel["name"],
+                        "ops": list(kernel["ops"]),
+                        "nodes": list(kernel["nodes"]),
+                        "calls": 0,
+                        "total_ms": 0.0,
+                    },
+                )
+                row["calls"] += 1
+                row["total_ms"] += ms
+        grand_total = sum(r["total_ms"] for r in rows.values())
+        for r in rows.values():
+            r["mean_ms"] = r["total_ms"] / r["calls"]
+            r["percent"] = 100.0 * r["total_ms"] / grand_total if grand_total > 0 else 0.0
+        return list(rows.values())
+
+    def chrome_trace(
+        self, metadata: Mapping[str, Any] | None = None, *, label: str = "tensorsmith"
+    ) -> dict[str, Any]:
+        """The runs as Chrome trace events (``ph: "X"``, ``ts``/``dur`` in microseconds).
+
+        One event per kernel call (``cat: "kernel"``, ``args``: step index, run, step name,
+        ops, nodes) on thread 1, one per run (``cat: "run"``) on thread 0. Executors report
+        durations, not start times, so runs are laid end to end and each run's kernel calls
+        end to end from the run's start; the gap at a run's end is time spent outside the
+        kernels (the call from Python, timers).
+        """
+        kernels = _step_kernels(metadata, len(self.step_names))
+        events: list[dict[str, Any]] = [
+            {"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": label}},
+            {"name": "thread_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "runs"}},
+            {"name": "thread_name", "ph": "M", "pid": 1, "tid": 1, "args": {"name": "kernels"}},
+        ]
+        start_us = 0.0
+        for run, run_ms in enumerate(self.run_ms):
+            events.append(_event(f"run {run}", "run", start_us, run_ms, 0, {"run": run}))
+            times = self.step_ms[run] if run < len(self.step_ms) else []
+            ts = start_us
+            for step, ms in enumerate(times):
+                step_name = self.step_names[step] if step < len(self.step_names) else ""
+                kernel = kernels[step] if kernels else {"name": step_name, "ops": [], "nodes": []}
+                args = {
+                    "step": step,
+                    "run": run,
+                    "step_name": step_name,
+                    "ops": list(kernel["ops"]),
+                    "nodes": list(kernel["nodes"]),
+                }
+                events.append(_event(kernel["name"], "kernel", ts, ms, 1, args))
+                ts += ms * 1e3
+            start_us += max(run_ms * 1e3, ts - start_us)
+        return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def _event(name: str, cat: str, ts_us: float, ms: float, tid: int, args: dict) -> dict[str, Any]:
+    return {
+        "name": name,
+        "cat": cat,
+        "ph": "X",
+        "ts": round(ts_us, 3),
+        "dur": round(ms * 1e3, 3),
+        "pid": 1,
+        "tid": tid,
+        "args": args,
+    }
+
+
+def _step_kernels(metadata: Mapping[str, Any] | None, num_steps: int) -> list[dict[str, Any]]:
+    """For each step, ``{"name", "ops", "nodes"}`` of the kernel it calls; [] when the
+    metadata does not describe exactly these steps (an artifact from another producer)."""
+    if not isinstance(metadata, Mapping):
+        return []
+    steps, kernels = metadata.get("steps"), metadata.get("kernels")
+    if not isinstance(steps, list) or len(steps) != num_steps:
+        return []
+    described: dict[str, dict[str, Any]] = {}
+    if isinstance(kernels, list):
+        for k in kernels:
+            if isinstance(k, Mapping) and isinstance(k.get("name"), str):
+                described[k["name"]] = {
+                    "name": k["name"],
+                    "ops": [str(op) for op in k.get("ops") or []],
+                    "nodes": [str(node) for node in k.get("nodes") or []],
+                }
+    out = []
+    for step in steps:
+        name = step.get("kernel") if isinstance(step, Mapping) else None
+        if not isinstance(name, str):
+            return []
+        out.append(described.get(name, {"name": name, "ops": [], "nodes": []}))
+    return out
+
 
 def summarize(
     step_names: Sequence[str], runs: Sequence[Sequence[float]], run_ms: Sequence[float]
 ) -> ProfileReport:
-    """Sum each run's per-step milliseconds by step name."""
+    """Sum each run's per-step milliseconds by step name (keeping the raw times too)."""
     entries: dict[str, dict[str, Any]] = {}
     for times in runs:
         for name, ms in zip(step_names, times, strict=True):
@@ -53,4 +185,4 @@ def summarize(
     for e in entries.values():
         e["mean_ms"] = e["total_ms"] / e["calls"]
         e["percent"] = 100.0 * e["total_ms"] / grand_total if grand_total > 0 else 0.0
-    return ProfileReport(list(entries.values()), run_ms)
+    return ProfileReport(list(entries.values()), run_ms, runs, step_names)

@@ -21,6 +21,13 @@ def c_string(text: str) -> str:
     return "\n".join(f'"{p}"' for p in pieces)
 
 
+def c_bytes(name: str, text: str) -> str:
+    """A NUL-terminated byte array: no escaping rules and no string-literal length limits."""
+    data = text.encode("utf-8") + b"\0"
+    rows = [", ".join(str(b) for b in data[i:i + 32]) for i in range(0, len(data), 32)]
+    return f"static const char {name}[] = {{\n  " + ",\n  ".join(rows) + "\n};"
+
+
 def plan_source(plan: dict[str, Any], metadata: dict[str, Any]) -> str:
     kinds = {"param": "TSM_PARAM", "workspace": "TSM_WORKSPACE"}
     lines = ['#include "tsm_plan.h"', ""]
@@ -56,12 +63,13 @@ def plan_source(plan: dict[str, Any], metadata: dict[str, Any]) -> str:
                          f"{c_string(s['name'])}}}")
     lines.append("static const tsm_step steps[] = {\n"
                  + (",\n".join(step_rows) or "  {0, 0, 0, 0}") + "\n};")
+    lines.append(c_bytes("metadata_json", json.dumps(metadata, sort_keys=True)))
     lines.append(
         "TSM_INTERNAL const tsm_plan tsm_graph_plan = {\n"
         f"  {len(plan['buffers'])}, buffers, {len(plan['steps'])}, steps,\n"
         f"  {len(plan['inputs'])}, inputs, {len(plan['outputs'])}, outputs,\n"
         f"  {plan['workspace_bytes']},\n"
-        f"  {c_string(json.dumps(metadata, sort_keys=True))}\n}};")
+        "  metadata_json\n};")
     return "\n".join(lines) + "\n"
 
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 import onnx
 from onnx import AttributeProto, numpy_helper
 
@@ -39,6 +37,3 @@ def decode(attr: onnx.AttributeProto) -> Any:
 def node_attributes(node: onnx.NodeProto) -> dict[str, Any]:
     return {a.name: decode(a) for a in node.attribute}
 
-
-def as_array(value: Any) -> np.ndarray:
-    return value if isinstance(value, np.ndarray) else np.asarray(value)

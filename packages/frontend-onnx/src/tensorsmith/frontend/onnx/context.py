@@ -8,19 +8,23 @@ a canonical op with a fresh name and this node's place in every error message.
 ``add`` folds ops whose inputs are all small constants right away. Exported models
 compute shapes at run time (``Shape -> Gather -> Concat -> Reshape``); with static shapes
 those chains are constants, and folding them here is what lets ``Reshape`` see the
-target shape it needs as a plain list.
+target shape it needs as a plain list. Float initializers are never folded into new
+constants here: ``build(params=...)`` may rebind them by name, so arithmetic on weights
+(a transposed Gemm weight, BatchNorm's scale) stays in the graph for the folding pass,
+which runs after the binding.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
 import onnx
+
 from tensorsmith.ir.builder import GraphBuilder
 from tensorsmith.ir.errors import ModelError, ShapeError
-from tensorsmith.ir.graph import Graph, Node, Value
+from tensorsmith.ir.graph import Node, Value
 from tensorsmith.ir.op_registry import TensorType, get_op
 
 from .dtypes import check_numpy_dtype
@@ -28,6 +32,17 @@ from .dtypes import check_numpy_dtype
 FOLD_LIMIT = 4096
 """Ops whose inputs and outputs are constants of at most this many elements are folded at
 import; larger constant work (transposing a weight) is left to the folding pass."""
+
+
+def constant_value(name: str, data: np.ndarray) -> Value:
+    """A constant Value holding ``data`` itself when it is C-contiguous.
+
+    Not ``Graph.constant``: its ``np.ascontiguousarray`` turns 0-d arrays (ONNX scalars:
+    Gather indices, Clip bounds, shape arithmetic) into shape (1,).
+    """
+    if not data.flags.c_contiguous:
+        data = data.copy(order="C")
+    return Value(name, tuple(int(d) for d in data.shape), str(data.dtype), data=data)
 
 
 class ImportState:
@@ -38,6 +53,7 @@ class ImportState:
         self.env: dict[str, Value] = {}
         self.reserved = set(reserved)  # every ONNX value name: never given to our values
         self.used: set[str] = set(reserved)
+        self.weights: set[int] = set()  # uids of initializers (build may rebind them)
 
     def fresh(self, base: str) -> str:
         """A name taken by no ONNX value and no value made so far."""
@@ -115,7 +131,7 @@ class NodeContext:
         """A new constant value (a scalar broadcasts against any tensor)."""
         array = np.asarray(data, dtype=dtype)
         check_numpy_dtype(str(array.dtype), f"{self.where}: constant")
-        v = Graph.constant(self.state.fresh(f"{self._base}_{hint}"), array)
+        v = constant_value(self.state.fresh(f"{self._base}_{hint}"), array)
         self.created[v.uid] = v
         return v
 
@@ -145,6 +161,9 @@ class NodeContext:
         return outs
 
     def _fold(self, op: str, inputs: list[Value], attrs: dict[str, Any]) -> list[Value] | None:
+        if any(v.uid in self.state.weights and not v.dtype.startswith(("int", "uint", "bool"))
+               for v in inputs):
+            return None
         opdef = get_op(op)
         try:
             types = opdef.infer([TensorType(v.shape, v.dtype) for v in inputs], attrs)
@@ -159,7 +178,7 @@ class NodeContext:
                            hint=op) for r, t in zip(results, types)]
 
     # -- after the converter ----------------------------------------------------------
-    def finish_names(self, outputs: list[Value | None]) -> None:
+    def finish_names(self, outputs: Sequence[Value | None]) -> None:
         """Give this node's ONNX output names to the values made for them.
 
         Values the converter passed through (Identity returns its input) keep their names;
@@ -169,12 +188,12 @@ class NodeContext:
         for n in self.nodes:
             for v in n.outputs:
                 producers[v.uid] = n
-        for i, v in enumerate(outputs):
+        for i, out in enumerate(outputs):
             name = self.node.output[i] if i < len(self.node.output) else ""
-            if v is None or not name or v.uid not in self.created:
+            if out is None or not name or out.uid not in self.created:
                 continue
-            if v.name in self.state.reserved:  # already named for an earlier output
+            if out.name in self.state.reserved:  # already named for an earlier output
                 continue
-            v.name = name
-            if v.uid in producers:
-                producers[v.uid].name = self.name if len(outputs) == 1 else f"{self.name}:{i}"
+            out.name = name
+            if out.uid in producers:
+                producers[out.uid].name = self.name if len(outputs) == 1 else f"{self.name}:{i}"

@@ -8,6 +8,7 @@ rather than surfacing later as a codegen failure.
 from __future__ import annotations
 
 from onnx import TensorProto
+
 from tensorsmith.ir.errors import ModelError
 
 ONNX_TO_NUMPY: dict[int, str] = {

@@ -12,9 +12,9 @@ import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-
 import onnx
 from onnx import numpy_helper
+
 from tensorsmith.ir.errors import ModelError, UnsupportedOpError
 from tensorsmith.ir.graph import Graph, Value
 from tensorsmith.runtime.errors import TensorsmithError
@@ -22,7 +22,7 @@ from tensorsmith.runtime.errors import TensorsmithError
 from . import inputs as input_shapes
 from . import loader
 from .attributes import node_attributes
-from .context import ImportState, NodeContext
+from .context import ImportState, NodeContext, constant_value
 from .dtypes import check_numpy_dtype
 from .registry import canonical_domain, lookup, qualified
 
@@ -100,8 +100,9 @@ class _GraphImporter:
                 raise ModelError(f"{self.source}: initializer '{t.name}' cannot be read "
                                  f"({e})") from None
             check_numpy_dtype(str(array.dtype), f"{self.source}: initializer '{t.name}'")
-            value = Graph.constant(t.name, array)
+            value = constant_value(t.name, array)
             self.state.env[t.name] = value
+            self.state.weights.add(value.uid)
             params[t.name] = value.data  # type: ignore[assignment]
         return params
 
@@ -121,7 +122,7 @@ class _GraphImporter:
             raise
         except Exception as e:  # a converter bug: still say which node it was
             raise ModelError(f"{ctx.where}: conversion failed: {type(e).__name__}: {e}") from e
-        outputs = list(result) if isinstance(result, list | tuple) else [result]
+        outputs: list[Value | None] = [result] if isinstance(result, Value) else list(result)
         for i, name in enumerate(node.output):
             if not name:
                 continue
@@ -137,7 +138,7 @@ class _GraphImporter:
         v = self.state.env.get(name)
         if v is None:
             raise ModelError(f"{self.source}: graph output '{name}' is never produced")
-        if v.name == name and not any(v is i for i in self.state.builder.inputs):
+        if v.name == name:  # includes an input returned as is: build copies those
             return v
         return self.state.builder.add("copy", [v], {}, name=name, out_names=[name],
                                       where=f"graph output '{name}'")[0]

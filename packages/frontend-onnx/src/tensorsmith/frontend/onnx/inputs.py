@@ -1,8 +1,10 @@
 """Graph inputs: their dtypes, and static shapes from the model or from the user.
 
 The graph IR has static shapes, so every symbolic dimension (``N``, ``batch``,
-``sequence``) needs a size. Every input that lacks one is reported in one error whose
-fix can be pasted as is, for the Python API and for the command line alike.
+``sequence``) needs a size. A size given for one input names its symbols for all of them
+(BERT's ``input_ids`` and ``attention_mask`` share ``batch`` and ``sequence``, so one
+shape is enough). Every input still lacking sizes is reported in one error whose fix can
+be pasted as is, for the Python API and for the command line alike.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import onnx
+
 from tensorsmith.ir.errors import ModelError
 
 from .dtypes import to_numpy_dtype
@@ -50,25 +53,47 @@ def resolve(inputs: Sequence[onnx.ValueInfoProto], given: Mapping[str, Sequence[
         raise ModelError(f"{source}: shape given for {', '.join(repr(k) for k in unknown)}, "
                          f"which {'is' if len(unknown) == 1 else 'are'} not an input of the "
                          f"model (its inputs: {listed})")
-    result: list[tuple[str, tuple[int, ...], str]] = []
-    missing: list[tuple[str, list[Dim] | None]] = []
     for vi in inputs:
         if not vi.type.HasField("tensor_type"):
             raise ModelError(f"{source}: input '{vi.name}' is not a tensor "
                              f"({vi.type.WhichOneof('value')}); only tensor inputs are supported")
+    declared = {vi.name: onnx_dims(vi) for vi in inputs}
+    static = {n: _check_given(n, declared[n], s, source) for n, s in given.items()}
+    symbols = _bind_symbols(declared, static, source)
+    result: list[tuple[str, tuple[int, ...], str]] = []
+    missing: list[tuple[str, list[Dim] | None]] = []
+    for vi in inputs:
         dtype = to_numpy_dtype(vi.type.tensor_type.elem_type, f"{source}: input '{vi.name}'")
-        dims = onnx_dims(vi)
-        if vi.name in given:
-            shape = _check_given(vi.name, dims, given[vi.name], source)
-        elif dims is None or not all(isinstance(d, int) for d in dims):
-            missing.append((vi.name, dims))
-            continue
+        dims = declared[vi.name]
+        if vi.name in static:
+            shape = static[vi.name]
         else:
-            shape = tuple(int(d) for d in dims)  # type: ignore[arg-type]
+            sized = None if dims is None else [symbols.get(d, d) if isinstance(d, str) and d != "?"
+                                               else d for d in dims]
+            if sized is None or not all(isinstance(d, int) for d in sized):
+                missing.append((vi.name, dims))
+                continue
+            shape = tuple(int(d) for d in sized)
         result.append((vi.name, shape, dtype))
     if missing:
         raise ModelError(_missing_message(missing, source))
     return result
+
+
+def _bind_symbols(declared: Mapping[str, list[Dim] | None],
+                  static: Mapping[str, tuple[int, ...]], source: str) -> dict[str, int]:
+    """Sizes of the named symbolic dims, from the shapes given; conflicts are errors."""
+    symbols: dict[str, int] = {}
+    origin: dict[str, str] = {}
+    for name, shape in static.items():
+        for d, size in zip(declared[name] or [], shape):
+            if not isinstance(d, str) or d == "?":
+                continue
+            if d in symbols and symbols[d] != size:
+                raise ModelError(f"{source}: dimension '{d}' is {symbols[d]} in the shape given "
+                                 f"for input '{origin[d]}' but {size} in the one for '{name}'")
+            symbols[d], origin[d] = size, name
+    return symbols
 
 
 def _check_given(name: str, dims: list[Dim] | None, shape: Sequence[int], source: str

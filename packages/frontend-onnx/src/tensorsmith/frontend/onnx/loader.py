@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import onnx
+
 from tensorsmith.ir.errors import ModelError
 
 from .registry import canonical_domain

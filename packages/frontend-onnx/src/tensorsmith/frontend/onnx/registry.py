@@ -16,7 +16,7 @@ and :func:`lookup` picks the one for the model's opset of the node's domain.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from .context import NodeContext
 
-ConverterFn = Callable[["NodeContext"], "list[Value | None] | Value"]
+ConverterFn = Callable[["NodeContext"], "Sequence[Value | None] | Value"]
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 

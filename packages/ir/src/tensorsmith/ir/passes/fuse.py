@@ -10,7 +10,7 @@ Rules by fusion pattern (the ops' ``Pattern``), applied in topological order:
   (prologues: exp -> sum);
 - opaque ops and out-elementwise-fusable anchors (matmul, conv) start their own group.
 Joining only producers whose outputs have no other consumer guarantees the groups form
-a DAG, so running the groups in creation order is a valid schedule.
+a DAG; they are returned in an order that runs each after the groups it reads.
 """
 
 from __future__ import annotations
@@ -73,6 +73,11 @@ def fuse_ops(graph: Graph, enabled: bool = True) -> list[FusedGroup]:
             groups.append(target)
         target.nodes.append(node)
         group_of[id(node)] = target
+    # A node may join an earlier group while reading a value of a later one (relu(x) *
+    # neg(x)). Values leave a group only from its last node, so ordering groups by their
+    # last node's position is a valid schedule.
+    position = {id(n): i for i, n in enumerate(graph.nodes)}
+    groups.sort(key=lambda g: position[id(g.nodes[-1])])
     for g in groups:
         _fill_boundary(g, consumers, output_ids)
     return groups

@@ -20,7 +20,7 @@ from tensorsmith.runtime.errors import DeviceError
 from .context import DeviceContext
 from .instance import vk
 
-__all__ = ["CommandRecorder", "Submitter", "Copy"]
+__all__ = ["CommandRecorder", "Copy", "Submitter"]
 
 #: (source VkBuffer, destination VkBuffer, source offset, destination offset, bytes)
 Copy = tuple[Any, Any, int, int, int]

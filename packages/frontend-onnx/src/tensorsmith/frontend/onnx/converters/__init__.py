@@ -3,9 +3,11 @@
 from . import (  # noqa: F401
     activations,
     constants,
+    conv,
     elementwise,
     nn,
     normalization,
+    recurrent,
     reduce,
     shape,
 )

@@ -53,11 +53,3 @@ def slice_axis(ctx: NodeContext, x: Value, axis: int, begin: int, end: int) -> V
 def ints(array: np.ndarray | Sequence[int]) -> list[int]:
     return [int(v) for v in np.asarray(array).reshape(-1)]
 
-
-def binary(ctx: NodeContext, op: str, a: Value, b: Value) -> Value:
-    return ctx.add(op, [a, b])
-
-
-def is_scalar_constant(v: Value, value: float) -> bool:
-    """Whether ``v`` is a constant whose every element equals ``value``."""
-    return v.data is not None and v.data.size > 0 and bool(np.all(v.data == value))

@@ -1,5 +1,5 @@
-"""Ops that make tensors from attributes or from constant inputs: Constant,
-ConstantOfShape, Range, NonZero, and Trilu (whose mask is a constant)."""
+"""Ops that make tensors from attributes, constant inputs or static shapes: Constant,
+ConstantOfShape, Range, NonZero, EyeLike, and the masks of Trilu and OneHot."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import numpy as np
 from tensorsmith.ir.graph import Value
 
 from ..context import NodeContext
+from ..dtypes import to_numpy_dtype
 from ..registry import converter
-from .common import ints
+from .common import ints, normalize_axis, reshape, slice_axis
 
 
 @converter("Constant", since=1)
@@ -74,3 +75,37 @@ def convert_trilu(ctx: NodeContext) -> Value:
         return x
     zero = ctx.const(np.zeros((), dtype=x.dtype), hint="zero")
     return ctx.add("where", [ctx.const(mask, hint="mask"), x, zero])
+
+
+@converter("EyeLike", since=9)
+def convert_eye_like(ctx: NodeContext) -> Value:
+    """Its input only lends a (static) shape, so the result is a constant."""
+    x = ctx.input(0)
+    if len(x.shape) != 2:
+        raise ctx.error(f"needs a 2-D input, got {list(x.shape)}")
+    dtype = ctx.attr("dtype")
+    np_dtype = x.dtype if dtype is None else to_numpy_dtype(int(dtype), f"{ctx.where}: dtype")
+    return ctx.const(np.eye(*x.shape, k=int(ctx.attr("k", 0)), dtype=np_dtype), hint="eye")
+
+
+@converter("OneHot", since=9)
+def convert_one_hot(ctx: NodeContext) -> Value:
+    """where(indices[..., None, ...] == arange(depth), on, off), the arange on ``axis``."""
+    indices, values = ctx.input(0), ctx.input(2)
+    depth = int(np.asarray(ctx.constant(1, "depth")).reshape(-1)[0])
+    if depth <= 0 or values.shape != (2,):
+        raise ctx.error(f"needs depth > 0 and two values [off, on], got depth {depth} and "
+                        f"values of shape {list(values.shape)}")
+    rank = len(indices.shape) + 1
+    axis = normalize_axis(ctx, int(ctx.attr("axis", -1)), rank)
+    idx = indices if indices.dtype == "int64" else ctx.add("cast", [indices],
+                                                            {"dtype": "int64"})
+    negative = ctx.add("lt", [idx, ctx.scalar(0, idx)])
+    idx = ctx.add("where", [negative, ctx.add("add", [idx, ctx.scalar(depth, idx)]), idx])
+    idx = reshape(ctx, idx, (*indices.shape[:axis], 1, *indices.shape[axis:]))
+    positions = np.arange(depth, dtype=np.int64).reshape(
+        [depth if d == axis else 1 for d in range(rank)])
+    hot = ctx.add("eq", [idx, ctx.const(positions, hint="positions")])
+    off = reshape(ctx, slice_axis(ctx, values, 0, 0, 1), ())
+    on = reshape(ctx, slice_axis(ctx, values, 0, 1, 2), ())
+    return ctx.add("where", [hot, on, off])

@@ -49,6 +49,8 @@ for _onnx, _op in _UNARY.items():
     converter(_onnx, since=1)(_unary(_op))
 for _onnx, _op in {**_BINARY, **_COMPARE}.items():
     converter(_onnx, since=7)(_binary(_op))
+converter("Sin", since=7)(_unary("sin"))
+converter("Cos", since=7)(_unary("cos"))
 converter("LessOrEqual", since=12)(_binary("le"))
 converter("GreaterOrEqual", since=12)(_binary("ge"))
 
@@ -71,6 +73,17 @@ def convert_xor(ctx: NodeContext) -> Value:
 def convert_isnan(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     return logical_not(ctx, ctx.add("eq", [x, x]))
+
+
+@converter("IsInf", since=10)
+def convert_isinf(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    positive, negative = int(ctx.attr("detect_positive", 1)), int(ctx.attr("detect_negative", 1))
+    if positive and negative:
+        return ctx.add("eq", [ctx.add("abs", [x]), ctx.scalar(np.inf, x)])
+    if positive or negative:
+        return ctx.add("eq", [x, ctx.scalar(np.inf if positive else -np.inf, x)])
+    return ctx.const(np.zeros(x.shape, dtype=bool), hint="isinf")
 
 
 @converter("Identity", since=1)
@@ -114,10 +127,12 @@ def clip(ctx: NodeContext, x: Value, lo: Value | float | None, hi: Value | float
                 return None
             if b.data.size != 1:
                 raise ctx.error(f"Clip bounds must be scalars, got shape {list(b.shape)}")
-            b = b.data.reshape(-1)[0].item()
-        if b is None:
+            value = b.data.reshape(-1)[0].item()
+        elif b is None:
             return None
-        return float(b) if x.dtype.startswith("float") else int(b)
+        else:
+            value = b
+        return float(value) if x.dtype.startswith("float") else int(value)
 
     lo_n, hi_n = number(lo), number(hi)
     if (isinstance(lo, Value) and lo_n is None) or (isinstance(hi, Value) and hi_n is None):
@@ -194,8 +209,6 @@ def convert_mod(ctx: NodeContext) -> Value:
     mod op yet."""
     a, b = ctx.constant(0, "A"), ctx.constant(1, "B")
     fmod = int(ctx.attr("fmod", 0))
-    if a.dtype.kind == "f" and not fmod:
-        raise ctx.error("Mod of floats needs fmod=1")
     with np.errstate(all="ignore"):
         result = np.fmod(a, b) if fmod else np.mod(a, b)
     return ctx.const(np.asarray(result).astype(a.dtype), hint="mod")

@@ -51,16 +51,11 @@ def convert_batch_norm(ctx: NodeContext) -> Value:
         raise ctx.error(f"needs an input of rank >= 2 (N, C, ...), got {list(x.shape)}")
     eps = float(ctx.attr("epsilon", 1e-5))
     rank = len(x.shape)
-    stats = (scale, bias, mean, var)
-    if all(v.data is not None for v in stats):
-        s, b, m, v = (np.asarray(t.data, dtype=x.dtype) for t in stats)  # type: ignore[arg-type]
-        mul = (s / np.sqrt(v + np.asarray(eps, dtype=x.dtype))).astype(x.dtype)
-        add = (b - m * mul).astype(x.dtype)
-        k, c = ctx.const(mul, hint="bn_scale"), ctx.const(add, hint="bn_shift")
-    else:
-        std = ctx.add("sqrt", [ctx.add("add", [var, ctx.scalar(eps, var)])])
-        k = ctx.add("div", [scale, std])
-        c = ctx.add("sub", [bias, ctx.add("mul", [mean, k])])
+    # k = scale / sqrt(var + eps), c = bias - mean * k: on constant statistics the
+    # folding pass turns both into weights, leaving one multiply-add per element
+    std = ctx.add("sqrt", [ctx.add("add", [var, ctx.scalar(eps, var)])])
+    k = ctx.add("div", [scale, std])
+    c = ctx.add("sub", [bias, ctx.add("mul", [mean, k])])
     y = ctx.add("mul", [x, _per_channel(ctx, k, rank)])
     return ctx.add("add", [y, _per_channel(ctx, c, rank)])
 

@@ -1,6 +1,7 @@
 """Reductions. ONNX moved ``axes`` from an attribute to an input (ReduceSum at opset 13,
 the others at 18) and added ``noop_with_empty_axes``; both forms end up as the canonical
-``reduce_*(axes | None, keepdims)``. The L1/L2/log-sum family are compositions."""
+``reduce_*(axes | None, keepdims)``. The L1/L2/log-sum family and LpNormalization are
+compositions; ArgMax/ArgMin map to the canonical ``argmax``/``argmin``."""
 
 from __future__ import annotations
 
@@ -97,3 +98,32 @@ def _make(how: Reducer, axes_as_input: bool) -> Callable[[NodeContext], Value]:
 for _name, (_how, _input_since) in REDUCERS.items():
     converter(_name, since=1)(_make(_how, axes_as_input=False))
     converter(_name, since=_input_since)(_make(_how, axes_as_input=True))
+
+
+def _arg_reduce(op: str) -> Callable[[NodeContext], Value]:
+    def convert(ctx: NodeContext) -> Value:
+        x = ctx.input(0)
+        axis = normalize_axes(ctx, [int(ctx.attr("axis", 0))], len(x.shape))[0]
+        return ctx.add(op, [x], {"axis": axis, "keepdims": bool(int(ctx.attr("keepdims", 1))),
+                                 "select_last_index": bool(int(ctx.attr("select_last_index",
+                                                                        0)))})
+
+    return convert
+
+
+converter("ArgMax", since=1)(_arg_reduce("argmax"))
+converter("ArgMin", since=1)(_arg_reduce("argmin"))
+
+
+@converter("LpNormalization", since=1)
+def convert_lp_normalization(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    axis = normalize_axes(ctx, [int(ctx.attr("axis", -1))], len(x.shape))[0]
+    p = int(ctx.attr("p", 2))
+    if p not in (1, 2):
+        raise ctx.error(f"p={p}; only the L1 and L2 norms exist")
+    norm = (_of(_abs, "reduce_sum") if p == 1 else _of(_square, "reduce_sum", "sqrt"))(
+        ctx, x, [axis], True)
+    # a zero norm means x is all zeros there: divide by 1 instead of 0 (0, not NaN)
+    zero = ctx.add("eq", [norm, ctx.scalar(0, norm)])
+    return ctx.add("div", [x, ctx.add("where", [zero, ctx.scalar(1, norm), norm])])

@@ -325,5 +325,8 @@ def convert_space_to_depth(ctx: NodeContext) -> Value:
                         f"{list(x.shape)}")
     n, c, h, w = x.shape
     y = reshape(ctx, x, (n, c, h // b, b, w // b, b))
-    y = transpose(ctx, y, (0, 3, 5, 1, 2, 4))
+    if ctx.attr("mode", "DCR") == "CRD":  # the attribute exists from opset 28
+        y = transpose(ctx, y, (0, 1, 3, 5, 2, 4))
+    else:
+        y = transpose(ctx, y, (0, 3, 5, 1, 2, 4))
     return reshape(ctx, y, (n, c * b * b, h // b, w // b))
