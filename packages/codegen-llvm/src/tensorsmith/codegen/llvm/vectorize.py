@@ -97,7 +97,9 @@ class VectorEmitter:
             self.em.vars[id(self.var)] = zero
             base = self.em._address(b, s.buffer, s.index)
             align = _elem_bytes(s.buffer.dtype)
-            if self.mask is None:
+            # Local tiles span whole blocks: their tail lanes are scratch, so they take
+            # plain stores (which keep the tile in registers) even under a mask.
+            if self.mask is None or s.buffer.scope == "local":
                 b.store(value, b.bitcast(base, vty.as_pointer()), align=align)
             else:
                 fn = self._masked("store", vty, ir.FunctionType(
@@ -138,7 +140,7 @@ class VectorEmitter:
                 addr = self.em._address(b, buf, e.indices[0])  # type: ignore[arg-type]
                 vty = ir.VectorType(_elem(buf.dtype), self.lanes)  # type: ignore[union-attr]
                 align = _elem_bytes(buf.dtype)  # type: ignore[union-attr]
-                if getattr(self, "mask", None) is None:
+                if getattr(self, "mask", None) is None or buf.scope == "local":  # type: ignore[union-attr]
                     return b.load(addr, typ=vty, align=align)
                 fn = self._masked("load", vty, ir.FunctionType(
                     vty, [PTR, ir.IntType(32), self.mask.type, vty]))

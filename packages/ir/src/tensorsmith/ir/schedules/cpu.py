@@ -64,14 +64,6 @@ def _schedule_elementwise(s: Schedule, st: Stage) -> None:
         s.parallel(st.name, fused)
 
 
-def _inner_block(extent: int) -> int:
-    """A block for the vector loop that divides ``extent`` when it can (no tail guard)."""
-    if extent <= VECTOR_BLOCK:
-        return extent
-    for f in range(VECTOR_BLOCK, 7, -1):
-        if extent % f == 0:
-            return f
-    return VECTOR_BLOCK
 
 
 def _last_axis_contiguous(st: Stage) -> bool:
@@ -103,7 +95,7 @@ def _schedule_reduction(s: Schedule, st: Stage) -> None:
     if _last_axis_contiguous(st):
         # Register tile: rows x a vector block of columns, accumulated in a local buffer
         # over the whole reduction, then written back once.
-        jo, ji = s.split(st.name, spatial[-1], _inner_block(op.axes[-1].extent))
+        jo, ji = s.split(st.name, spatial[-1], _vector_block(op.axes[-1].extent))
         tile_rows: list[str] = []
         outer = [*spatial[:-1], jo]
         if len(spatial) >= 2 and op.axes[-2].extent > 1:
@@ -158,28 +150,67 @@ def _try_epilogue(s: Schedule, st: Stage, readers: dict[int, list[Stage]],
         chain = user
 
 
+def _vector_block(extent: int) -> int:
+    """Lanes of a register tile's vector loop: 64, 32 or 16 (whole zmm registers), the
+    widest whose masked tail wastes at most a quarter of its lanes."""
+    for block in (64, 32):
+        if -(-extent // block) * block - extent <= block // 4 * max(1, extent // block):
+            return block
+    return 16
+
+
 def _schedule_window(s: Schedule, st: Stage) -> None:
     """Convolution/pooling: a register tile of output channels x output columns.
 
-    Loops ``n, o.o, y, x.o | reduce | o.i (unrolled), x.i (vector)``: each weight is a
-    scalar broadcast, each input row segment one contiguous vector load (for stride 1).
+    Loops ``n, y, x.o, o.o | reduce | o.i (unrolled), x.i (vector)``: each weight is a
+    scalar broadcast, each input row segment one contiguous vector load (for stride 1),
+    and the input rows a tile reads stay in cache while every output-channel block uses
+    them. A 1x1, stride-1, unpadded convolution is a matrix product over the flattened
+    image, so its rows and columns are fused first and the vector runs along both.
     """
     op = st.tensor.op
     assert op is not None
     n, o, y, x = (a.var.name for a in op.axes)
     reduce = [a.var.name for a in op.reduce_axes]
-    xo, xi = s.split(st.name, x, _inner_block(op.axes[3].extent))
+    pointwise = (op.tag == "conv2d" and all(a.extent == 1 for a in op.reduce_axes[1:])
+                 and _reads_unpadded_contiguously(st))
+    if pointwise:
+        cols = s.fuse(st.name, y, x)
+        spatial_outer: list[str] = []
+    else:
+        cols, spatial_outer = x, [y]
+    width = st.leaf(cols).extent
+    co, ci = s.split(st.name, cols, _vector_block(width))
     rows: list[str] = []
-    outer = [n, o, y, xo]
+    outer = [n, *spatial_outer, co]
     if op.tag == "conv2d":
         oo, oi = s.split(st.name, o, _row_block(op.axes[1].extent))
-        outer, rows = [n, oo, y, xo], [oi]
-    s.reorder(st.name, *outer, *reduce, *rows, xi)
+        outer, rows = [n, *spatial_outer, co, oo], [oi]
+    else:
+        outer = [n, o, *spatial_outer, co]
+    s.reorder(st.name, *outer, *reduce, *rows, ci)
     fused = _fuse_all(s, st, outer)
     assert fused is not None
     s.cache_write(st.name, fused)
     for r in rows:
         s.unroll(st.name, r)
-    s.vectorize(st.name, xi)
+    s.vectorize(st.name, ci)
     if _work(st) >= PARALLEL_MIN_WORK and st.leaf(fused).extent > 1:
         s.parallel(st.name, fused)
+
+
+def _reads_unpadded_contiguously(st: Stage) -> bool:
+    """True when the stage reads a placeholder (no pad stage) at unit stride in x."""
+    from ..te.schedule import input_tensors
+
+    op = st.tensor.op
+    assert op is not None
+    data = input_tensors(st.tensor)[0]
+    if data.op is not None:  # a pad stage
+        return False
+    x = op.axes[3].var
+    for e in walk(op.body):
+        if isinstance(e, Load) and e.buffer is data:
+            return e.indices[3] is x or (
+                hasattr(e.indices[3], "a") and getattr(e.indices[3], "a", None) is x)
+    return False

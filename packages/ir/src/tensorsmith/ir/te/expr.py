@@ -221,6 +221,13 @@ def binary(op: str, a: Expr, b: Expr) -> Expr:
             return b
         if cb == 1:
             return a
+        if (integer and cb is not None and isinstance(a, Binary) and a.op == "mul"
+                and isinstance(a.b, Const)):
+            return binary("mul", a.a, const(a.b.value * cb, dtype))
+        if integer and cb is not None and isinstance(a, Binary) and a.op == "add":
+            # Distribute constants into sums: flat indices become linear forms in which
+            # fused loops' (f // c) * c + f % c pairs meet and cancel.
+            return binary("add", binary("mul", a.a, b), binary("mul", a.b, b))
         if integer and (ca == 0 or cb == 0):
             return const(0, dtype)
         if ca is not None and cb is None:
@@ -293,6 +300,10 @@ def same(a: Expr, b: Expr) -> bool:
 
 def _recombine_divmod(a: Expr, b: Expr) -> Expr | None:
     """``(x // c) * c + x % c`` is ``x``: what fused loops produce when re-flattened."""
+    if isinstance(a, Binary) and a.op == "add" and isinstance(b, Binary) and b.op == "floormod":
+        inner = _recombine_divmod(a.b, b)
+        if inner is not None:
+            return binary("add", a.a, inner)
     if (isinstance(a, Binary) and a.op == "mul" and isinstance(a.b, Const)
             and isinstance(a.a, Binary) and a.a.op == "floordiv"
             and isinstance(b, Binary) and b.op == "floormod"

@@ -166,7 +166,7 @@ class Schedule:
     # -- implementations -----------------------------------------------------------
     def _split(self, st: Stage, leaf_name: str, factor: int) -> tuple[str, str]:
         parent = st.leaf(leaf_name)
-        factor = max(1, min(factor, parent.extent))
+        factor = max(1, factor)  # may exceed the extent: a vector tile with a masked tail
         outer = Leaf(Var(f"{parent.name}.o", INDEX), -(-parent.extent // factor), parent.reduce)
         inner = Leaf(Var(f"{parent.name}.i", INDEX), factor, parent.reduce)
         i = st.leaves.index(parent)
