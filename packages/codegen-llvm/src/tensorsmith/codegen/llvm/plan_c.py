@@ -16,8 +16,8 @@ def c_string(text: str) -> str:
             out.append(chr(ch))
         else:
             out.append(f"\\{ch:03o}")
-    body = "".join(out)
-    pieces = [body[i:i + 4000] for i in range(0, len(body), 4000)] or [""]
+    # Chunk by escape unit, never inside one, so no line of C gets huge.
+    pieces = ["".join(out[i:i + 1000]) for i in range(0, len(out), 1000)] or [""]
     return "\n".join(f'"{p}"' for p in pieces)
 
 

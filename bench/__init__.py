@@ -1,0 +1,1 @@
+"""tensorsmith benchmarks and the ONNX models they (and tests/test_models.py) use."""
