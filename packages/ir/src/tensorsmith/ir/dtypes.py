@@ -2,7 +2,8 @@
 
 import numpy as np
 
-DTYPES = ("float32", "float16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool")
+DTYPES = ("float32", "float16", "float64", "int64", "int32", "int16", "int8", "uint8", "uint16",
+          "uint32", "uint64", "bool")
 FLOAT_DTYPES = ("float32", "float16", "float64")
 
 

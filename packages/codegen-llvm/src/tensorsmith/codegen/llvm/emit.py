@@ -34,6 +34,7 @@ from tensorsmith.ir.te.stmt import (
 )
 from tensorsmith.ir.te.visit import free_vars, walk
 
+from .fastmath import INLINE_F32
 from .vectorize import try_vectorize
 
 PTR = ir.PointerType()
@@ -47,7 +48,7 @@ _NO_NAN_FLAGS = ("contract", "reassoc", "nsz", "arcp", "afn")
 
 _LLVM_TYPES = {"float32": ir.FloatType(), "float64": ir.DoubleType(), "float16": ir.HalfType(),
                "int64": I64, "int32": I32, "int16": ir.IntType(16), "int8": I8, "uint8": I8,
-               "bool": I1}
+               "uint16": ir.IntType(16), "uint32": I32, "uint64": I64, "bool": I1}
 _INTRINSICS = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt", "abs": "llvm.fabs",
                "floor": "llvm.floor", "ceil": "llvm.ceil", "pow": "llvm.pow", "sin": "llvm.sin",
                "cos": "llvm.cos", "round": "llvm.roundeven", "trunc": "llvm.trunc"}
@@ -66,7 +67,7 @@ def _memory_type(dtype: str) -> ir.Type:
 
 
 def _unsigned(dtype: str) -> bool:
-    return dtype in ("uint8", "bool")
+    return dtype in ("uint8", "uint16", "uint32", "uint64", "bool")
 
 
 class KernelEmitter:
@@ -329,6 +330,8 @@ class KernelEmitter:
 
     def _call(self, b: ir.IRBuilder, e: Call, args: list[ir.Value]) -> ir.Value:
         dt = e.args[0].dtype
+        if dt == "float32" and e.fn in INLINE_F32:
+            return INLINE_F32[e.fn](b, args[0])
         if isinstance(args[0].type, ir.VectorType) and e.fn not in _INTRINSICS:
             return self._call_per_lane(b, e, args)
         if e.fn in _INTRINSICS:

@@ -59,11 +59,17 @@ def _fuse_all(s: Schedule, st: Stage, names: list[str]) -> str | None:
 
 
 def _schedule_elementwise(s: Schedule, st: Stage) -> None:
+    """One flat loop over the elements in vector blocks; blocks shared by the threads."""
     fused = _fuse_all(s, st, [lf.name for lf in st.leaves])
-    if fused is not None and _work(st) >= PARALLEL_MIN_WORK:
+    if fused is None:
+        return
+    extent = st.leaf(fused).extent
+    if extent >= 2 * VECTOR_BLOCK:
+        outer, inner = s.split(st.name, fused, VECTOR_BLOCK)
+        s.vectorize(st.name, inner)
+        fused = outer
+    if _work(st) >= PARALLEL_MIN_WORK:
         s.parallel(st.name, fused)
-
-
 
 
 def _last_axis_contiguous(st: Stage) -> bool:
