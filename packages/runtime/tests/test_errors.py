@@ -91,8 +91,8 @@ def test_devices(model_artifact) -> None:
         rt.load(model_artifact.path, device="vulkan")
     with pytest.raises(DeviceError, match="compiled for target 'llvm', and device 'opencl:1'"):
         rt.load(model_artifact.path, device="opencl:1")
-    with pytest.raises(DeviceError, match="compiled for target 'llvm', and device 'vulkan'.*"
-                       "load it with device='cpu'"):
+    with pytest.raises(DeviceError, match=r"compiled for target 'llvm', and device 'vulkan'.*"
+                       r"load it with device='cpu'"):
         rt.load(model_artifact.path, device="vulkan:0")
     with pytest.raises(DeviceError, match="unknown device 'tpu'; use one of 'cpu', 'vulkan'"):
         rt.load(model_artifact.path, device="tpu")

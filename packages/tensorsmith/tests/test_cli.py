@@ -43,12 +43,18 @@ def test_help_lists_commands_and_examples():
         assert word in proc.stdout
 
 
-@pytest.mark.parametrize("command", ["compile", "run"])
+@pytest.mark.parametrize("command", ["compile", "run", "tune", "inspect", "compare"])
 def test_subcommand_help_has_an_example(command):
     proc = tsm(command, "--help")
     assert proc.returncode == 0, proc.stderr
     assert "examples:" in proc.stdout
     assert f"tensorsmith {command} " in proc.stdout
+
+
+def test_help_documents_exit_codes():
+    out = tsm("--help").stdout
+    assert "exit status" in out and "3 'compare'" in out
+    assert "exit status: 0 all outputs match, 3" in tsm("compare", "--help").stdout
 
 
 def test_help_does_not_import_the_compiler():
@@ -134,6 +140,19 @@ def test_compile_and_run_match_onnxruntime(compiled, tmp_path):
     (want,) = session.run(["output"], {"input": x})
     assert got.shape == want.shape == (BATCH, 10)
     assert np.max(np.abs(got - want)) <= 1e-4
+
+
+def test_compile_verbose_prints_pass_times_and_kernels(tmp_path):
+    out = tmp_path / "mlp.so"
+    proc = tsm("compile", MLP, "--input-shape", "input:1,784", "-o", out, "--verbose")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    timed = {line.split()[0] for line in lines if line.endswith(" ms")}
+    # phases, every graph pass of the default pipeline, lowering and code generation
+    assert {"import", "build", "export", "fold_constants", "eliminate_dead_code"} <= timed
+    assert {"lower", "codegen"} <= timed
+    assert "kernels (4)" in proc.stdout
+    assert "tsm_kernel_0  matmul+add+relu  [fc1, add1, relu1]" in proc.stdout
 
 
 def test_run_random_inputs_and_repeat(compiled):

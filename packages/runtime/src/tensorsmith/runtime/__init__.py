@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from importlib import import_module
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tensorsmith.runtime._version import __version__
@@ -105,4 +104,4 @@ def _executor(artifact: Artifact, dev: Any) -> Any:
 
 def get_include() -> str:
     """The directory of tensorsmith_runtime.h, the C ABI of CPU artifacts (for -I)."""
-    return str(Path(__file__).parent / "include")
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")

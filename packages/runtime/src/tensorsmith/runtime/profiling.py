@@ -118,7 +118,9 @@ class ProfileReport(list):
             ts = start_us
             for step, ms in enumerate(times):
                 step_name = self.step_names[step] if step < len(self.step_names) else ""
-                kernel = kernels[step] if kernels else {"name": step_name, "ops": [], "nodes": []}
+                kernel: dict[str, Any] = (
+                    kernels[step] if kernels else {"name": step_name, "ops": [], "nodes": []}
+                )
                 args = {
                     "step": step,
                     "run": run,

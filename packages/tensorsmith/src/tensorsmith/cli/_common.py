@@ -63,3 +63,17 @@ def _fmt(value: object) -> str:
     if isinstance(value, np.floating | float):
         return f"{float(value):.6g}"
     return str(value)
+
+
+def kernel_lines(kernels: list[dict], nodes_shown: int = 6) -> list[str]:
+    """One line per kernel of an artifact's metadata: name, fused ops, model node names.
+
+    ``tensorsmith inspect`` and ``compile --verbose`` print kernels the same way."""
+    width = max([len(str(k.get("name"))) for k in kernels] or [0])
+    lines = []
+    for k in kernels:
+        ops, nodes = list(k.get("ops") or []), list(k.get("nodes") or [])
+        more = f", +{len(nodes) - nodes_shown} more" if len(nodes) > nodes_shown else ""
+        shown = f"  [{', '.join(nodes[:nodes_shown])}{more}]" if nodes else ""
+        lines.append(f"  {k.get('name')!s:<{width}}  {'+'.join(ops) or '-'}{shown}")
+    return lines

@@ -8,12 +8,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tensorsmith.cli._common import CliError, existing_file, writable_file
+from tensorsmith.cli._common import CliError, existing_file, kernel_lines, writable_file
 
 EPILOG = """\
 examples:
   tensorsmith compile examples/mlp.onnx --target llvm --input-shape input:1,784 -o mlp.so
   tensorsmith compile resnet.onnx --input-shape data:8,3,224,224 --opt-level 3 -o resnet.so
+  tensorsmith compile examples/mlp.onnx --input-shape input:1,784 --verbose  # pass times, kernels
 
 --input-shape fixes the shape of a graph input; it is needed for inputs whose ONNX
 shape has symbolic dimensions (such as a batch dimension 'N'). Give it once per input.
@@ -86,6 +87,12 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         metavar="N",
         help="optimization level 0-3 (default: the compiler's default)",
     )
+    p.add_argument(
+        "--records",
+        metavar="PATH",
+        help="tuning records (from 'tensorsmith tune'): the fastest schedule measured for "
+        "each kernel replaces the default one",
+    )
     p.set_defaults(func=run)
 
 
@@ -107,6 +114,21 @@ def _build_kwargs(build: Any, opt_level: int | None) -> dict[str, Any]:
     return {"opt_level": opt_level}
 
 
+def verbose_report(lib: Any, phases: list[tuple[str, float]]) -> str:
+    """What --verbose adds: time per phase, per graph pass (and lowering and code
+    generation, from ``CompiledModule.timings``), and the fused kernels with their ops."""
+    lines = ["time"]
+    for phase, seconds in phases:
+        lines.append(f"  {phase:<34} {seconds * 1e3:10.3f} ms")
+        if phase == "build":
+            for name, pass_seconds in getattr(lib, "timings", []) or []:
+                lines.append(f"    {name:<32} {pass_seconds * 1e3:10.3f} ms")
+    kernels = list((getattr(lib, "plan", None) or {}).get("kernels") or [])
+    lines.append(f"kernels ({len(kernels)})")
+    lines += kernel_lines(kernels)
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
     model = existing_file(args.model, "model")
     output = writable_file(args.output or str(model.with_suffix(".so")), "artifact")
@@ -124,15 +146,16 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     mod, params = from_onnx(str(model), shapes or None)
     t1 = time.perf_counter()
-    lib = build(mod, target=args.target, params=params, **_build_kwargs(build, args.opt_level))
+    kwargs = _build_kwargs(build, args.opt_level)
+    if args.records:
+        kwargs["records"] = str(existing_file(args.records, "records file"))
+    lib = build(mod, target=args.target, params=params, **kwargs)
     t2 = time.perf_counter()
     lib.export_library(str(output))
     t3 = time.perf_counter()
 
     if verbose:
-        print(f"  import  {t1 - t0:8.3f} s")
-        print(f"  build   {t2 - t1:8.3f} s")
-        print(f"  export  {t3 - t2:8.3f} s")
+        print(verbose_report(lib, [("import", t1 - t0), ("build", t2 - t1), ("export", t3 - t2)]))
     size = Path(output).stat().st_size
     print(f"compiled {model} for {args.target} -> {output} ({size:,} bytes) in {t3 - t0:.2f} s")
     return 0

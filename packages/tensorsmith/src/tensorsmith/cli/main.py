@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 2 a user-facing error (a TensorsmithError, a missing or
 unreadable file, a bad argument), printed as ``error: <message>`` without a
-traceback; 1 anything else, which is a bug in tensorsmith.
+traceback; 1 anything else, which is a bug in tensorsmith; 3 ``tensorsmith compare``
+found an output that diverges from ONNX Runtime's.
 
 Heavy modules (onnx, llvmlite, the compiler itself) are imported inside the
 subcommands so that ``tensorsmith --help`` stays fast.
@@ -16,7 +17,7 @@ import traceback
 from collections.abc import Sequence
 from importlib import metadata
 
-from tensorsmith.cli import compile_cmd, run_cmd
+from tensorsmith.cli import compare_cmd, compile_cmd, inspect_cmd, run_cmd, tune_cmd
 from tensorsmith.cli._common import CliError
 
 PROG = "tensorsmith"
@@ -26,8 +27,14 @@ examples:
   tensorsmith compile examples/mlp.onnx --target llvm --input-shape input:1,784 -o mlp.so
   tensorsmith run mlp.so --device cpu --repeat 20
   tensorsmith run mlp.so --inputs inputs.npz --outputs outputs.npz
+  tensorsmith run mlp.so --profile --trace mlp.trace.json
+  tensorsmith inspect mlp.so
+  tensorsmith compare examples/mlp.onnx --input-shape input:1,784
 
 Run 'tensorsmith COMMAND --help' for the options of one command.
+
+exit status: 0 success, 2 a user error (printed as 'error: ...'), 1 an internal error (a
+bug: please report it; --verbose prints the traceback), 3 'compare' found a divergence.
 """
 
 BUG_HINT = "this is a bug in tensorsmith; please report it with the command you ran"
@@ -101,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     compile_cmd.add_parser(sub, [common])
     run_cmd.add_parser(sub, [common])
+    tune_cmd.add_parser(sub, [common])
+    inspect_cmd.add_parser(sub, [common])
+    compare_cmd.add_parser(sub, [common])
     return parser
 
 

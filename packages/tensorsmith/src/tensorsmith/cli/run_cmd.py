@@ -26,10 +26,17 @@ examples:
   tensorsmith run mlp.so                                   # random inputs, print outputs
   tensorsmith run mlp.so --device cpu --repeat 20          # and time 20 runs
   tensorsmith run mlp.so --inputs in.npz --outputs out.npz
+  tensorsmith run resnet.so --profile --repeat 50 --trace resnet.trace.json
 
 --inputs is a .npz file (numpy.savez) keyed by graph input name; --outputs is written
 the same way, keyed by graph output name. Without --inputs, random inputs of the right
 shapes and dtypes are used (seeded by --seed, so runs are reproducible).
+
+--profile times each kernel over --repeat runs (default 10) after one warm-up and prints a
+table, slowest first: the kernel, its calls, total and mean time, its share of all kernel
+time, and the fused ops and model nodes it holds (from the artifact's metadata). --trace
+also writes the runs as a Chrome trace, one event per kernel call: open it in
+chrome://tracing or https://ui.perfetto.dev.
 """
 
 
@@ -70,6 +77,16 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="time N runs after one warm-up; print median and min latency",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="time each kernel over --repeat runs (default 10) and print a per-kernel table",
+    )
+    p.add_argument(
+        "--trace",
+        metavar="JSON",
+        help="with --profile: write a Chrome trace (one event per kernel call) to this file",
+    )
     p.set_defaults(func=run)
 
 
@@ -152,6 +169,9 @@ def run(args: argparse.Namespace) -> int:
     artifact = existing_file(args.artifact, "artifact")
     inputs_path = existing_file(args.inputs, "inputs file") if args.inputs else None
     outputs_path = writable_file(args.outputs, "outputs file") if args.outputs else None
+    trace_path = writable_file(args.trace, "trace file") if args.trace else None
+    if trace_path is not None and not args.profile:
+        raise CliError("--trace needs --profile (the trace holds the profiled runs)")
 
     import tensorsmith.runtime as rt
 
@@ -179,7 +199,9 @@ def run(args: argparse.Namespace) -> int:
         np.savez(outputs_path, **{name: np.asarray(v) for name, v in zip(names, outputs)})
         print(f"wrote outputs to {outputs_path}")
 
-    if args.repeat:
+    if args.profile:
+        _profile(module, feed, args.repeat or DEFAULT_PROFILE_RUNS, trace_path, str(artifact))
+    elif args.repeat:
         times = []
         module.run(feed)  # warm-up
         for _ in range(args.repeat):
@@ -191,3 +213,19 @@ def run(args: argparse.Namespace) -> int:
             f"min {min(times):.3f} ms"
         )
     return 0
+
+
+DEFAULT_PROFILE_RUNS = 10
+
+
+def _profile(
+    module: Any, feed: dict[str, np.ndarray], repeat: int, trace_path: Path | None, label: str
+) -> None:
+    from tensorsmith.cli.profile_view import kernel_table, write_trace
+
+    report = module.profile(feed, repeat=repeat)
+    print(f"profile over {repeat} runs (after one warm-up):")
+    print(kernel_table(report.by_kernel(module.metadata), report.run_ms))
+    if trace_path is not None:
+        write_trace(trace_path, report.chrome_trace(module.metadata, label=label))
+        print(f"wrote Chrome trace to {trace_path} (open in chrome://tracing or ui.perfetto.dev)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tensorsmith.runtime.errors import DeviceError
@@ -77,7 +78,7 @@ class _Instance:
             self.handle = vk.vkCreateInstance(info, None)
         except vk.VkErrorIncompatibleDriver:
             raise DeviceError(f"no Vulkan driver found by the Vulkan loader; {INSTALL_DRIVER}"
-                              ) from None
+                              f"{_headless_nvidia_hint()}") from None
         except (vk.VkError, vk.VkException) as e:
             raise DeviceError(f"cannot create a Vulkan instance ({type(e).__name__}); "
                               f"{INSTALL_DRIVER}") from None
@@ -135,6 +136,22 @@ def select(index: int) -> PhysicalDevice:
     if dev.compute_family is None:
         raise DeviceError(f"{dev.describe(index)} has no queue that runs compute shaders")
     return dev
+
+
+def _headless_nvidia_hint() -> str:
+    """The commonest broken setup: NVIDIA's ICD file names its GLX library, which fails to
+    start without a display (containers, servers); its EGL library works headless."""
+    for directory in ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d"):
+        for path in sorted(Path(directory).glob("*nvidia*.json")):
+            try:
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            if "libGLX_nvidia" in text:
+                return (f". {path} names libGLX_nvidia.so.0, which fails on a machine without "
+                        "a display: point VK_DRIVER_FILES at a copy of it that names "
+                        "libEGL_nvidia.so.0")
+    return ""
 
 
 def _describe(vk: Any, handle: Any, order: int) -> PhysicalDevice:

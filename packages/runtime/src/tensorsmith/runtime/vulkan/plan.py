@@ -9,7 +9,7 @@ docs/spirv-manifest.md ("The artifact's vulkan metadata").
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from tensorsmith.runtime.artifact import Artifact
 from tensorsmith.runtime.cpu import TensorSpec
@@ -113,14 +113,14 @@ def _dispatch(d: Any, nargs: int, bad: Any) -> DispatchSpec:
     grid, wg = _triple(d.get("grid")), _triple(d.get("workgroup_size"))
     names = all(isinstance(d.get(k), str) for k in ("name", "section", "entry_point"))
     bindings = d.get("bindings")
-    ok = grid is not None and wg is not None and names and isinstance(bindings, list)
-    if ok:
-        pairs = [(b.get("binding"), b.get("param")) for b in bindings if isinstance(b, dict)]
-        ok = len(pairs) == len(bindings) and all(
-            isinstance(n, int) and n >= 0 and _index(p, nargs) for n, p in pairs)
-    if not ok:
+    pairs: list[tuple[int, int]] = []
+    for b in bindings if isinstance(bindings, list) else []:
+        n, p = (b.get("binding"), b.get("param")) if isinstance(b, dict) else (None, None)
+        if isinstance(n, int) and n >= 0 and _index(p, nargs):
+            pairs.append((n, p))
+    ok = names and isinstance(bindings, list) and len(pairs) == len(bindings)
+    if grid is None or wg is None or not ok:
         raise bad(f"dispatch {d!r}")
-    assert grid is not None and wg is not None
     return DispatchSpec(d["name"], d["section"], d["entry_point"], grid, wg, tuple(pairs))
 
 
@@ -139,7 +139,7 @@ def _ints(d: dict[str, Any], *keys: str) -> bool:
     return all(isinstance(d.get(k), int) and d[k] >= 0 for k in keys)
 
 
-def _index(value: Any, count: int) -> bool:
+def _index(value: Any, count: int) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < count
 
 

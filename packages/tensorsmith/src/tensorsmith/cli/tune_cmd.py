@@ -1,0 +1,171 @@
+"""``tensorsmith tune``: search schedules for a model's kernels, append tuning records."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from typing import Any
+
+from tensorsmith.cli._common import CliError, existing_file, positive_int, writable_file
+from tensorsmith.cli.compile_cmd import TARGET_HELP, parse_input_shape
+
+EPILOG = """\
+examples:
+  tensorsmith tune examples/mlp.onnx --input-shape input:1,784 --trials 200 --records mlp.jsonl
+  tensorsmith compile examples/mlp.onnx --input-shape input:1,784 --records mlp.jsonl -o mlp.so
+  tensorsmith tune resnet50.onnx --input-shape data:1,3,224,224 --trials 2000 \\
+      --records resnet50.jsonl --dask tcp://scheduler:8786
+
+--trials counts every record of the model's kernels in the records file, so running the
+same command again after an interruption (Ctrl-C, a kill, a crash) finishes the job: what
+was measured is kept and not measured again. A PNG of the tuning curves is written next
+to the records (RECORDS with .png). Measurements that crash, hang or compute a wrong
+result are recorded as errors; tuning goes on.
+"""
+
+
+def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "tune",
+        parents=parents,
+        help="auto-tune the schedules of a model's kernels (writes tuning records)",
+        description="Search schedules for each distinct kernel of an ONNX model, measuring "
+        "candidates on this machine and appending one JSON line per measurement to the "
+        "records file; 'tensorsmith compile --records' applies the best ones.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("model", help="the ONNX model file (.onnx)")
+    p.add_argument("-t", "--target", default="llvm", help=TARGET_HELP)
+    p.add_argument("--trials", type=positive_int, default=200, metavar="N",
+                   help="measurements in total over all kernels, records already in the "
+                   "file included (default: 200)")
+    p.add_argument("--records", metavar="PATH",
+                   help="tuning records to append to (and resume from); default: the "
+                   "model's name with .tune.jsonl")
+    p.add_argument("--input-shape", metavar="NAME:D1,D2,...", action="append",
+                   type=parse_input_shape, default=[],
+                   help="shape of a graph input, e.g. input:1,3,224,224 (repeatable)")
+    p.add_argument("-O", "--opt-level", type=int, choices=range(0, 4), metavar="N", default=2,
+                   help="optimization level 0-3, as for compile (default: 2)")
+    p.add_argument("--per-round", type=positive_int, default=16, metavar="N",
+                   help="candidates measured per round of one kernel (default: 16)")
+    p.add_argument("--builders", type=positive_int, default=min(2, os.cpu_count() or 1),
+                   metavar="N", help="parallel compile processes (default: 2)")
+    p.add_argument("--timeout", type=float, default=20.0, metavar="SECONDS",
+                   help="time limit of one candidate's measurement (default: 20)")
+    p.add_argument("--min-repeat-ms", type=float, default=50.0, metavar="MS",
+                   help="minimum time spent timing each candidate (default: 50)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the search")
+    p.add_argument("--dask", metavar="ADDRESS",
+                   help="measure on a Dask cluster (e.g. tcp://host:8786): builds run on "
+                   "any worker, timings on workers with a resource named after the target "
+                   "(dask-worker --resources llvm=1); needs dask.distributed")
+    p.add_argument("--no-plot", action="store_true", help="do not write the PNG of the curves")
+    p.set_defaults(func=run)
+
+
+def _shapes(pairs: list[tuple[str, tuple[int, ...]]]) -> dict[str, tuple[int, ...]]:
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, shape in pairs:
+        if name in shapes and shapes[name] != shape:
+            raise CliError(f"--input-shape given twice for '{name}' with different shapes")
+        shapes[name] = shape
+    return shapes
+
+
+def _measurers(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """(builder, runner, client or None): local processes, or a Dask cluster."""
+    from tensorsmith.autotune.measure import LocalBuilder, LocalRunner
+
+    if not args.dask:
+        return (LocalBuilder(args.builders),
+                LocalRunner(timeout=args.timeout, min_repeat_ms=args.min_repeat_ms), None)
+    try:
+        from distributed import Client
+
+        from tensorsmith.autotune.dask_measure import DaskBuilder, DaskRunner
+    except ImportError as e:
+        raise CliError(f"--dask needs dask.distributed ({e}); install it with "
+                       "pip install 'tensorsmith-autotune[dask]'") from None
+    try:
+        client = Client(args.dask, timeout=30)
+    except OSError as e:
+        raise CliError(f"cannot reach the Dask scheduler at {args.dask}: {e}") from None
+    runner = DaskRunner(client, args.target.split()[0], timeout=args.timeout,
+                        min_repeat_ms=args.min_repeat_ms)
+    return DaskBuilder(client), runner, client
+
+
+def run(args: argparse.Namespace) -> int:
+    model = existing_file(args.model, "model")
+    records = writable_file(args.records or str(model.with_suffix(".tune.jsonl")), "records")
+    shapes = _shapes(args.input_shape)
+    if args.timeout <= 0 or args.min_repeat_ms <= 0:
+        raise CliError("--timeout and --min-repeat-ms must be positive")
+
+    from tensorsmith.autotune.plot import plot_curves
+    from tensorsmith.autotune.progress import ProgressBar
+    from tensorsmith.autotune.task import extract_tasks
+    from tensorsmith.autotune.tuner import Tuner
+    from tensorsmith.frontend.onnx import from_onnx
+    from tensorsmith.ir.target import Target
+
+    target = Target.parse(args.target)
+    if target.kind != "llvm":
+        raise CliError(f"tuning supports the llvm target only so far, not {target.kind!r}")
+    mod, params = from_onnx(str(model), shapes or None)
+    tasks = extract_tasks(mod, params, target, opt_level=args.opt_level)
+    if not tasks:
+        raise CliError(f"{model} has no kernels to tune")
+    total_weight = sum(t.weight for t in tasks)
+    print(f"{model}: {len(tasks)} distinct kernels ({total_weight} in the model), "
+          f"{args.trials} trials, records {records}")
+    builder, runner, client = _measurers(args)
+    bar = ProgressBar()
+    tuner = Tuner(tasks, records, args.trials, builder=builder, runner=runner,
+                  per_round=args.per_round, seed=args.seed, callback=bar)
+    if tuner.resumed:
+        print(f"resuming: {tuner.resumed} measurements of these kernels already in {records}")
+    try:
+        result = tuner.run()
+    finally:
+        bar.close()
+        builder.close()
+        runner.close()
+        if client is not None:
+            client.close()
+    _summary(result)
+    if not args.no_plot:
+        png = records.with_suffix(".png")
+        backend = plot_curves(result, png)
+        print(f"tuning curves: {png} ({backend})")
+    print(f"apply them: tensorsmith compile {args.model} --records {records}")
+    return 0
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.4f}" if math.isfinite(seconds) else "-"
+
+
+def _summary(result: Any) -> None:
+    rows = []
+    for t, d, b, n, err in zip(result.tasks, result.default_seconds, result.best_seconds,
+                               result.trials, result.errors):
+        speedup = f"{d / b:.2f}x" if math.isfinite(d) and math.isfinite(b) else "-"
+        gflops = f"{t.flops / b / 1e9:.2f}" if math.isfinite(b) else "-"
+        rows.append((t.label, str(t.weight), _ms(d), _ms(b), speedup, gflops, str(n), str(err)))
+    head = ("kernel", "uses", "default ms", "best ms", "speedup", "GFLOP/s", "trials", "errors")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    print("  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in
+                    enumerate(zip(head, widths))))
+    for r in rows:
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
+                        enumerate(zip(r, widths))))
+    d, b = result.e2e_seconds("default"), result.e2e_seconds("best")
+    measured = sum(math.isfinite(x) for x in result.best_seconds)
+    partial = (f", over the {measured} of {len(rows)} kernels measured so far"
+               if measured < len(rows) else "")
+    print(f"estimated end-to-end kernel time: default {_ms(d)} ms, tuned {_ms(b)} ms"
+          f"{partial} ({result.new_trials} new measurements, {result.resumed_trials} resumed)")
