@@ -129,3 +129,26 @@ def test_device_aliases(model_artifact) -> None:
     assert str(rt.load(model_artifact.path, device="cpu:0").device) == "cpu"
     assert str(rt.load(model_artifact.path, device=" CPU ").device) == "cpu"
 
+
+
+class _DLPackOnly:
+    """A foreign array that offers nothing but the DLPack protocol (like a torch tensor)."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self._array = array
+
+    def __dlpack__(self, **kwargs: object) -> object:
+        return self._array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._array.__dlpack_device__()
+
+
+def test_inputs_through_dlpack_and_outputs_export_it(model_artifact, inputs) -> None:  # noqa: ANN001
+    m = rt.load(model_artifact.path)
+    want = m.run(inputs)
+    got = m.run({"x": _DLPackOnly(inputs["x"]), "s": inputs["s"]})
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+        view = np.from_dlpack(g)  # outputs are plain arrays: consumers take them zero-copy
+        assert np.shares_memory(view, g)

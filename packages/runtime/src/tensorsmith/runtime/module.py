@@ -265,6 +265,14 @@ def _as_input_array(value: Any, spec: _Tensor) -> np.ndarray:
         array = value
     elif isinstance(value, bool | int | float | list | tuple) and not isinstance(value, np.generic):
         array = _from_python(value, spec)
+    elif hasattr(value, "__dlpack__"):
+        # PyTorch tensors, CuPy/JAX host arrays...: a zero-copy view where the producer
+        # allows it (CPU memory); a device tensor must be moved to the CPU first.
+        try:
+            array = np.from_dlpack(value)
+        except (BufferError, RuntimeError, TypeError) as e:
+            raise InputError(f"input {spec.name!r}: cannot view it through DLPack ({e}); "
+                             "pass a CPU tensor, e.g. t.cpu()") from None
     else:
         array = np.asarray(value)
     if array.dtype != spec.dtype:
