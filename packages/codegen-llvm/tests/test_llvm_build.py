@@ -50,7 +50,8 @@ def test_broadcast_binary(op: str, tmp_path: Path) -> None:
               "y": rng.uniform(0.5, 2, (3, 1)).astype("float32")}, tmp_path)
 
 
-@pytest.mark.parametrize("shape", [(1, 784, 256), (7, 33, 130), (64, 64, 300)])
+@pytest.mark.parametrize("shape", [(1, 784, 256), (7, 33, 130), (64, 64, 300), (197, 24, 70),
+                                   (13, 5, 3)])
 def test_matmul_bias_relu(shape: tuple[int, int, int], tmp_path: Path) -> None:
     m, k, n = shape
     b = GraphBuilder()
@@ -118,6 +119,7 @@ CONV_CASES = [
     dict(x=(2, 4, 16, 16), w=(6, 4, 3, 3), strides=[2, 2], pads=[1, 0, 1, 0], groups=1),
     dict(x=(1, 8, 9, 9), w=(8, 1, 3, 3), strides=[1, 1], pads=[1, 1, 1, 1], groups=8),
     dict(x=(1, 16, 7, 7), w=(12, 16, 1, 1), strides=[1, 1], pads=[0, 0, 0, 0], groups=1),
+    dict(x=(1, 5, 9, 9), w=(13, 5, 3, 3), strides=[1, 1], pads=[1, 1, 1, 1], groups=1),
     dict(x=(1, 4, 10, 10), w=(4, 2, 3, 3), strides=[1, 1], pads=[2, 2, 2, 2], groups=2,
          dilations=[2, 2]),
 ]

@@ -56,3 +56,95 @@ def _compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: 
 
 
 register("gather", Pattern.INJECTIVE, _infer, _reference, _compute, num_inputs=(2, 2))
+
+
+def _wrap(raw: Expr, n: int) -> Expr:
+    """A run-time index: negative counts from the end; clamped so a load stays inside."""
+    raw = cast("int64", raw)
+    wrapped = select(raw < const(0), raw + n, raw)
+    return minimum(maximum(wrapped, const(0)), const(max(n - 1, 0)))
+
+
+# -- gather_elements: ONNX GatherElements (numpy take_along_axis) -----------------------
+
+def _elements_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
+    data, indices = inputs
+    check(len(data.shape) == len(indices.shape) > 0,
+          f"gather_elements takes data and indices of one rank >= 1, got {list(data.shape)} "
+          f"and {list(indices.shape)}")
+    check(indices.dtype in ("int64", "int32"), f"indices must be int64 or int32, got "
+          f"{indices.dtype}")
+    _axis(attrs, len(data.shape))
+    return [TensorType(indices.shape, data.dtype)]
+
+
+def _elements_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
+    data, indices = arrays
+    axis = _axis(attrs, data.ndim)
+    n = data.shape[axis]
+    idx = np.where(indices < 0, indices + n, indices).astype(np.int64)
+    return [np.take_along_axis(data, idx, axis=axis)]
+
+
+def _elements_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: str
+                      ) -> list[te.Tensor]:
+    data, indices = inputs
+    axis = _axis(attrs, data.ndim)
+    n = data.shape[axis]
+
+    def element(*idx: Expr) -> Expr:
+        i = _wrap(indices[idx], n)
+        return data[(*idx[:axis], i, *idx[axis + 1:])]
+
+    return [te.compute(out[0].shape, element, name=tag, tag="gather_elements")]
+
+
+register("gather_elements", Pattern.INJECTIVE, _elements_infer, _elements_reference,
+         _elements_compute, num_inputs=(2, 2))
+
+
+# -- gather_nd: ONNX GatherND ----------------------------------------------------------
+
+def _nd_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
+    data, indices = inputs
+    b = int(attrs.get("batch_dims", 0))
+    check(len(indices.shape) >= 1 and indices.dtype in ("int64", "int32"),
+          f"gather_nd indices must be int64/int32 of rank >= 1, got {indices.dtype}"
+          f"{list(indices.shape)}")
+    k = indices.shape[-1]
+    check(b + k <= len(data.shape) and data.shape[:b] == indices.shape[:b],
+          f"gather_nd: indices {list(indices.shape)} (batch_dims {b}) do not fit data "
+          f"{list(data.shape)}")
+    return [TensorType((*indices.shape[:-1], *data.shape[b + k:]), data.dtype)]
+
+
+def _nd_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
+    data, indices = arrays
+    b = int(attrs.get("batch_dims", 0))
+    k = indices.shape[-1]
+    out_shape = (*indices.shape[:-1], *data.shape[b + k:])
+    batch = int(np.prod(data.shape[:b], dtype=np.int64))
+    d = data.reshape(batch, *data.shape[b:])
+    ix = indices.reshape(batch, -1, k).astype(np.int64)
+    ix = np.where(ix < 0, ix + np.asarray(data.shape[b:b + k]), ix)
+    rows = [d[i][tuple(ix[i].T)] for i in range(batch)]
+    return [np.asarray(rows, dtype=data.dtype).reshape(out_shape)]
+
+
+def _nd_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: str
+                ) -> list[te.Tensor]:
+    data, indices = inputs
+    b = int(attrs.get("batch_dims", 0))
+    k = indices.shape[-1]
+    q = indices.ndim
+
+    def element(*idx: Expr) -> Expr:
+        pos = idx[:q - 1]
+        picked = [_wrap(indices[(*pos, const(j))], data.shape[b + j]) for j in range(k)]
+        return data[(*idx[:b], *picked, *idx[q - 1:])]
+
+    return [te.compute(out[0].shape, element, name=tag, tag="gather_nd")]
+
+
+register("gather_nd", Pattern.INJECTIVE, _nd_infer, _nd_reference, _nd_compute,
+         num_inputs=(2, 2))

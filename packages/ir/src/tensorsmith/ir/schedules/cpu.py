@@ -85,11 +85,12 @@ ROW_BLOCKS = (4, 6, 8, 5, 7, 3, 2)
 
 
 def _row_block(extent: int) -> int:
-    """Rows of the register tile: a divisor of ``extent`` so no guard enters the tile."""
+    """Rows of the register tile: a divisor of ``extent`` when one fits, else 4 rows with
+    the tail tile clamped to the last row (lowering keeps branches out of the tile)."""
     for f in ROW_BLOCKS:
         if extent % f == 0:
             return f
-    return 1
+    return min(4, extent)
 
 
 def _schedule_reduction(s: Schedule, st: Stage) -> None:

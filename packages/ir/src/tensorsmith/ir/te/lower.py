@@ -125,9 +125,12 @@ class _Lowerer:
         local_index: Expr = const(0)
         for lf in tile:
             local_index = local_index * lf.extent + (const(0) if lf.extent == 1 else lf.var)
-        inner = self.expr(substitute(body.body, values))
+        clamped, lane_guards = _root_values(st, clamp=True)
+        lane_guards = [g for g in (simplify(g, self.bounds) for g in lane_guards)
+                       if not (isinstance(g, Const) and g.value)]
+        inner = self.expr(substitute(body.body, clamped))
         update = _guard(Store(local, local_index, combine(
-            body.combiner, Load(local, (local_index,), out.dtype), inner)), guards)
+            body.combiner, Load(local, (local_index,), out.dtype), inner)), lane_guards)
         spatial_guards = [g for g in guards if not _mentions_reduce(g, st)]
         init = _nest(tile, Store(local, local_index, identity(body.combiner, out.dtype)))
         result: Expr = Load(local, (local_index,), out.dtype)
@@ -160,17 +163,26 @@ def _all_leaves(st: Stage) -> list[Leaf]:
     return out
 
 
-def _root_values(st: Stage) -> tuple[dict[int, Expr], list[Expr]]:
-    """Express each root axis through the leaves; also the guards non-dividing splits need."""
+def _root_values(st: Stage, clamp: bool = False) -> tuple[dict[int, Expr], list[Expr]]:
+    """Express each root axis through the leaves; also the guards non-dividing splits need.
+
+    With ``clamp``, a non-dividing split whose inner loop is not vectorized clamps its
+    axis to the last valid index instead of guarding it: the tail iterations recompute
+    the last row harmlessly (used for register tiles, whose write-back stays guarded),
+    so the hot loop carries no branch. Vectorized tails keep their guard (a lane mask).
+    """
     value: dict[int, Expr] = {id(lf.var): const(0) if lf.extent == 1 else lf.var
                               for lf in st.leaves}
     guards: list[Expr] = []
     for rel in reversed(st.relations):
         if isinstance(rel, Split):
             v = value[id(rel.outer.var)] * rel.factor + value[id(rel.inner.var)]
-            value[id(rel.parent.var)] = v
             if rel.parent.extent % rel.factor:
-                guards.append(v < rel.parent.extent)
+                if clamp and rel.inner.kind != "vectorized":
+                    v = minimum(v, rel.parent.extent - 1)
+                else:
+                    guards.append(v < rel.parent.extent)
+            value[id(rel.parent.var)] = v
         elif isinstance(rel, Fuse):
             f = value[id(rel.fused.var)]
             value[id(rel.outer.var)] = f // rel.inner.extent if rel.outer.extent > 1 else const(0)
