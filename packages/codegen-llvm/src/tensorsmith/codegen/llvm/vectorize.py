@@ -106,7 +106,8 @@ class VectorEmitter:
                     ir.VoidType(), [vty, PTR, ir.IntType(32), self.mask.type]))
                 b.call(fn, [value, base, ir.Constant(ir.IntType(32), align), self.mask])
 
-    def _masked(self, op: str, vty: ir.VectorType, fnty: ir.FunctionType) -> ir.Function:
+    def _masked(self, op: str, vty: ir.VectorType, fnty: ir.FunctionType,
+                lanes: int | None = None) -> ir.Function:
         elem = vty.element
         if isinstance(elem, ir.IntType):
             code = f"i{elem.width}"
@@ -116,7 +117,7 @@ class VectorEmitter:
             code = "f64"
         elif isinstance(elem, ir.HalfType):
             code = "f16"
-        return self.em._declare(f"llvm.masked.{op}.v{self.lanes}{code}.p0", fnty)
+        return self.em._declare(f"llvm.masked.{op}.v{lanes or self.lanes}{code}.p0", fnty)
 
     def splat(self, v: ir.Value, vty: ir.VectorType) -> ir.Value:
         if isinstance(v.type, ir.VectorType):
@@ -146,10 +147,41 @@ class VectorEmitter:
                     vty, [PTR, ir.IntType(32), self.mask.type, vty]))
                 return b.call(fn, [addr, ir.Constant(ir.IntType(32), align), self.mask,
                                    ir.Constant(vty, ir.Undefined)])
+            step = stride_of(e.indices[0], self.var)
+            if step in (2, 3, 4) and buf.dtype != "bool" and buf.scope != "local":  # type: ignore[union-attr]
+                return self.strided_load(e, step)
             return self.per_lane(e)
         if isinstance(e, Binary | Select | Cast | Call):
             return self.per_node(e)
         return self.per_lane(e)
+
+    def strided_load(self, e: Load, step: int) -> ir.Value:
+        """Every ``step``-th element (a strided convolution's input row): one masked
+        contiguous load of the span, then a shuffle. The mask covers exactly the
+        elements used, so nothing past the last one is touched."""
+        b = self.b
+        buf = e.buffer
+        wide_lanes = step * self.lanes
+        elem = _elem(buf.dtype)  # type: ignore[union-attr]
+        wty = ir.VectorType(elem, wide_lanes)
+        self.em.vars[id(self.var)] = ir.Constant(ir.IntType(64), 0)
+        addr = self.em._address(b, buf, e.indices[0])  # type: ignore[arg-type]
+        needed = [j % step == 0 for j in range(wide_lanes)]
+        mty = ir.VectorType(ir.IntType(1), wide_lanes)
+        wide_mask: ir.Value = ir.Constant(mty, [int(n) for n in needed])
+        lane_mask = getattr(self, "mask", None)
+        if lane_mask is not None:
+            spread = b.shuffle_vector(lane_mask, ir.Constant(lane_mask.type, ir.Undefined),
+                                      ir.Constant(ir.VectorType(ir.IntType(32), wide_lanes),
+                                                  [j // step for j in range(wide_lanes)]))
+            wide_mask = b.and_(spread, wide_mask)
+        fn = self._masked("load", wty, ir.FunctionType(
+            wty, [PTR, ir.IntType(32), mty, wty]), lanes=wide_lanes)
+        wide = b.call(fn, [addr, ir.Constant(ir.IntType(32), _elem_bytes(buf.dtype)),  # type: ignore[union-attr]
+                           wide_mask, ir.Constant(wty, ir.Undefined)])
+        pick = ir.Constant(ir.VectorType(ir.IntType(32), self.lanes),
+                           [j * step for j in range(self.lanes)])
+        return b.shuffle_vector(wide, ir.Constant(wty, ir.Undefined), pick)
 
     def per_node(self, e: Expr) -> ir.Value:
         """Emit the node with vector operands by evaluating children first."""
