@@ -10,7 +10,10 @@ from . import (  # noqa: F401
     nn,
     pad,
     reduce,
+    scan,
+    scatter,
     slice,
+    sort,
     transform,
     trig,
 )

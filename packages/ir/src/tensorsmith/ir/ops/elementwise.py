@@ -57,6 +57,10 @@ unary("clip", lambda x, a: minimum(maximum(x, _f(x, a["min"])), _f(x, a["max"]))
       lambda x, a: np.clip(x, a["min"], a["max"]))
 unary("leaky_relu", lambda x, a: select(x < _f(x, 0), x * a["alpha"], x),
       lambda x, a: np.where(x < 0, x * a["alpha"], x))
+unary("round", lambda x, a: call("round", x), lambda x, a: np.round(x))  # half to even
+unary("bitnot", lambda x, a: binary("bitxor", x, const(-1 if x.dtype.startswith("int") else
+                                                        np.iinfo(x.dtype).max, x.dtype)),
+      lambda x, a: np.invert(x))
 
 
 def _np_erf(x: np.ndarray) -> np.ndarray:
@@ -69,7 +73,8 @@ _NUMPY_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum,
     "min": np.minimum, "lt": np.less, "le": np.less_equal, "gt": np.greater,
     "ge": np.greater_equal, "eq": np.equal, "and": np.logical_and, "or": np.logical_or,
-    "pow": np.power,
+    "pow": np.power, "bitand": np.bitwise_and, "bitor": np.bitwise_or,
+    "bitxor": np.bitwise_xor, "shl": np.left_shift, "shr": np.right_shift,
 }
 
 
@@ -94,14 +99,22 @@ def binary_op(name: str, comparison: bool = False) -> None:
 
         def element(*i: Expr) -> Expr:
             x, y = a[broadcast_index(a.shape, i)], b[broadcast_index(b.shape, i)]
-            if name == "div" and not a.dtype.startswith("float"):
+            integer = not a.dtype.startswith("float")
+            if name == "div" and integer:
                 return _trunc_div(x, y)
+            if name == "pow" and integer:  # exact for the integer results int pow can hold
+                return cast(a.dtype, binary("pow", cast("float64", x), cast("float64", y)))
+            if name == "mod":
+                return binary("fmod" if attrs.get("fmod") or not integer else "floormod", x, y)
             return binary(name, x, y)
 
         return [te.compute(out[0].shape, element, name=tag, tag=name)]
 
     def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
-        fn = _np_div if name == "div" else _NUMPY_BINARY[name]
+        if name == "mod":
+            fn = np.fmod if attrs.get("fmod") else np.mod
+        else:
+            fn = _np_div if name == "div" else _NUMPY_BINARY[name]
         r = np.asarray(fn(arrays[0], arrays[1]))
         return [r if comparison else r.astype(arrays[0].dtype, copy=False)]
 
@@ -117,7 +130,8 @@ def _trunc_div(x: Expr, y: Expr) -> Expr:
     return select(fix, q + const(1, x.dtype), q)
 
 
-for _name in ("add", "sub", "mul", "div", "max", "min", "pow"):
+for _name in ("add", "sub", "mul", "div", "max", "min", "pow", "mod", "bitand", "bitor",
+              "bitxor", "shl", "shr"):
     binary_op(_name)
 for _name in ("lt", "le", "gt", "ge", "eq", "and", "or"):
     binary_op(_name, comparison=True)

@@ -135,7 +135,7 @@ def _elements_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorTyp
 
     if reduction == "none":
         def last(*p: Expr) -> Expr:
-            u, h = hit(p)
+            _, h = hit(p)
             return te.max(select(h, k.var, const(-1)), k)
 
         which = te.compute(data.shape, last, name=tag + "_last")

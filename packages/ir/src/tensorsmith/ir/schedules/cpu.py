@@ -81,16 +81,20 @@ def _last_axis_contiguous(st: Stage) -> bool:
     return any(isinstance(e, Load) and e.indices and e.indices[-1] is last for e in walk(op.body))
 
 
-ROW_BLOCKS = (4, 6, 8, 5, 7, 3, 2)
 
 
-def _row_block(extent: int) -> int:
-    """Rows of the register tile: a divisor of ``extent`` when one fits, else 4 rows with
-    the tail tile clamped to the last row (lowering keeps branches out of the tile)."""
-    for f in ROW_BLOCKS:
-        if extent % f == 0:
+ACCUMULATOR_LANES = 256  # 16 of the 32 zmm registers hold the tile
+
+
+def _row_block(extent: int, lanes: int = 64) -> int:
+    """Rows of the register tile, so that rows x lanes fills ~16 vector registers: a
+    divisor of ``extent`` near that when one exists, else that many rows with the tail
+    tile clamped to the last row (lowering keeps branches out of the tile)."""
+    target = max(2, min(12, ACCUMULATOR_LANES // lanes))
+    for f in sorted(range(2, 13), key=lambda f: (abs(f - target), -f)):
+        if extent % f == 0 and abs(f - target) <= target // 2:
             return f
-    return min(4, extent)
+    return min(target, extent)
 
 
 def _schedule_reduction(s: Schedule, st: Stage) -> None:
@@ -106,7 +110,8 @@ def _schedule_reduction(s: Schedule, st: Stage) -> None:
         tile_rows: list[str] = []
         outer = [*spatial[:-1], jo]
         if len(spatial) >= 2 and op.axes[-2].extent > 1:
-            io, ii = s.split(st.name, spatial[-2], _row_block(op.axes[-2].extent))
+            io, ii = s.split(st.name, spatial[-2], _row_block(op.axes[-2].extent,
+                                                              st.leaf(ji).extent))
             outer = [*spatial[:-2], io, jo]
             tile_rows = [ii]
         s.reorder(st.name, *outer, *reduce, *tile_rows, ji)
@@ -191,7 +196,7 @@ def _schedule_window(s: Schedule, st: Stage) -> None:
     rows: list[str] = []
     outer = [n, *spatial_outer, co]
     if op.tag == "conv2d":
-        oo, oi = s.split(st.name, o, _row_block(op.axes[1].extent))
+        oo, oi = s.split(st.name, o, _row_block(op.axes[1].extent, st.leaf(ci).extent))
         outer, rows = [n, *spatial_outer, co, oo], [oi]
     else:
         outer = [n, o, *spatial_outer, co]
