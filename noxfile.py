@@ -243,6 +243,19 @@ def runtime_only(session: nox.Session) -> None:
         str(outdir),
         external=True,
     )
+    # Second pass: the runtime with its `vulkan` extra (on Mesa's lavapipe in CI).
+    python = _fresh_venv(session, tmp / "runtime-vulkan-venv")
+    session.run(str(python), "-m", "pip", "install", "-q", f"{wheel}[vulkan]", "numpy",
+                external=True)
+    session.run(
+        str(python),
+        "-I",
+        str(ROOT / "tests/runtime_only/check_runtime_only.py"),
+        str(outdir),
+        "mlp-vulkan.tsm",
+        "vulkan",
+        external=True,
+    )
 
 
 @nox.session(python=PYTHON)

@@ -1,10 +1,11 @@
 """Device side of the runtime-only check (nox -s runtime_only).
 
-Usage: VENV/bin/python tests/runtime_only/check_runtime_only.py OUTDIR
+Usage: VENV/bin/python tests/runtime_only/check_runtime_only.py OUTDIR [ARTIFACT DEVICE]
 
 Runs in a fresh virtual environment holding only the tensorsmith-runtime wheel
-and numpy. Checks that no part of the compiler is importable, loads
-OUTDIR/mlp.so with tensorsmith.runtime, runs it on OUTDIR/inputs.npz and
+(with its `vulkan` extra for the Vulkan pass) and numpy. Checks that no part of the
+compiler is importable, loads OUTDIR/ARTIFACT (default mlp.so on cpu) with
+tensorsmith.runtime, runs it on OUTDIR/inputs.npz and
 compares with OUTDIR/expected.npz (ONNX Runtime's outputs).
 """
 
@@ -43,10 +44,11 @@ def fail(message: str) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
+    if len(argv) not in (2, 4):
         print(__doc__, file=sys.stderr)
         return 2
     outdir = Path(argv[1])
+    artifact, device = (argv[2], argv[3]) if len(argv) == 4 else ("mlp.so", "cpu")
 
     present = [name for name in MUST_BE_ABSENT if importable(name)]
     if present:
@@ -54,7 +56,7 @@ def main(argv: list[str]) -> int:
 
     import tensorsmith.runtime as rt
 
-    module = rt.load(str(outdir / "mlp.so"), device="cpu")
+    module = rt.load(str(outdir / artifact), device=device)
 
     with np.load(outdir / "inputs.npz") as data:
         feed = {name: data[name] for name in data.files}
@@ -83,7 +85,8 @@ def main(argv: list[str]) -> int:
 
     version = getattr(rt, "__version__", "?")
     print(
-        f"runtime-only check: PASS (tensorsmith-runtime {version} alone ran mlp.so; "
+        f"runtime-only check: PASS (tensorsmith-runtime {version} alone ran {artifact} on "
+        f"{device}; "
         f"max abs error vs onnxruntime {worst:.3g} <= {TOLERANCE:g})"
     )
     return 0

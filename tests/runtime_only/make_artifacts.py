@@ -3,10 +3,10 @@
 Usage: python tests/runtime_only/make_artifacts.py OUTDIR
 
 With the full compiler installed: compiles examples/mlp.onnx for llvm into
-OUTDIR/mlp.so, and writes OUTDIR/inputs.npz (a seeded random input) and
-OUTDIR/expected.npz (ONNX Runtime's outputs for it), keyed by graph input and
-output names. check_runtime_only.py then runs the artifact where only
-tensorsmith-runtime is installed.
+OUTDIR/mlp.so and for vulkan into OUTDIR/mlp-vulkan.tsm, and writes
+OUTDIR/inputs.npz (a seeded random input) and OUTDIR/expected.npz (ONNX Runtime's
+outputs for it), keyed by graph input and output names. check_runtime_only.py then
+runs the artifacts where only tensorsmith-runtime is installed.
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ def main(argv: list[str]) -> int:
     outdir.mkdir(parents=True, exist_ok=True)
 
     mod, params = from_onnx(str(MODEL), {"input": (BATCH, 784)})
-    lib = build(mod, target="llvm", params=params)
     artifact = outdir / "mlp.so"
-    lib.export_library(str(artifact))
+    build(mod, target="llvm", params=params).export_library(str(artifact))
+    # The same model for Vulkan, run by the runtime with its `vulkan` extra alone.
+    build(mod, target="vulkan", params=params).export_library(str(outdir / "mlp-vulkan.tsm"))
 
     x = np.random.default_rng(0).standard_normal((BATCH, 784)).astype(np.float32)
     session = ort.InferenceSession(str(MODEL), providers=["CPUExecutionProvider"])
