@@ -58,7 +58,7 @@ ENTRY_POINTS = {
     "tensorsmith": ("console_scripts", "tensorsmith", "tensorsmith.cli.main:main"),
 }
 NAMESPACES = ("tensorsmith", "tensorsmith/frontend", "tensorsmith/codegen")
-TEST_DEPS = ["pytest>=8", "pytest-xdist", "pytest-timeout", "onnxruntime"]
+TEST_DEPS = ["pytest>=8", "pytest-xdist", "pytest-timeout", "onnxruntime", "distributed"]
 # extras of the runtime the test sessions install, so the vulkan/opencl tests can run
 RUNTIME_EXTRAS = "[vulkan,opencl]"
 

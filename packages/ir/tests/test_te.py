@@ -44,6 +44,8 @@ STEPS = {
     "tile": lambda s: s.tile("C", "C_i0", "C_i1", 2, 4),
     "annotate": lambda s: (s.parallel("C", "C_i0"), s.vectorize("C", "C_i1"), s.unroll("C", "k")),
     "inline": lambda s: s.compute_inline("C"),
+    "cache_write_tail_rows": lambda s: (s.split("C", "C_i0", 2), s.cache_write("C", "C_i0.o")),
+    "cache_write_split_reduce": lambda s: (s.split("C", "k", 3), s.cache_write("C", "C_i0")),
 }
 
 

@@ -1,16 +1,44 @@
-"""tensorsmith-autotune: searches schedules for tensorsmith's tensor programs.
+"""tensorsmith-autotune: searches schedules for tensorsmith's tensor programs (Ansor-style).
 
-Planned contents (see shared DESIGN.md): task extraction from a graph, the search
-space of schedule steps, features and a gradient-boosted cost model, measurement
-(local processes, Dask distributed past one machine), JSON-lines tuning records,
-and a task scheduler. Nothing is implemented yet.
+    from tensorsmith.autotune import extract_tasks, tune
+    tasks = extract_tasks(mod, params, "llvm")
+    result = tune(tasks, "tune.jsonl", trials=200)
+    lib = tensorsmith.ir.build(mod, "llvm", params, records="tune.jsonl")
+
+The pieces, one module each: ``task`` (task extraction), ``sketches`` and ``space`` (the
+search space), ``features`` and ``cost_model`` (a gradient-boosted ranking model),
+``search`` (evolutionary search), ``measure``/``batch``/``runner_main`` (building and
+isolated timing; ``dask_measure`` for Dask distributed), ``records`` (JSON-lines tuning
+records), ``scheduler`` (trials across tasks), ``tuner`` (the loop), ``progress`` and
+``plot`` (what the ``tensorsmith tune`` command shows). Names below are imported on
+first use, so importing this package stays cheap.
 """
 
+from importlib import import_module
 from importlib import metadata as _metadata
+from typing import Any
 
 try:
     __version__ = _metadata.version("tensorsmith-autotune")
 except _metadata.PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+_LAZY = {
+    "Task": "task", "extract_tasks": "task",
+    "SearchSpace": "space",
+    "extract_features": "features",
+    "CostModel": "cost_model",
+    "LocalBuilder": "measure", "LocalRunner": "measure", "MeasureInput": "measure",
+    "RecordLog": "records",
+    "TaskScheduler": "scheduler",
+    "Tuner": "tuner", "TuneResult": "tuner", "tune": "tuner",
+    "plot_curves": "plot",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

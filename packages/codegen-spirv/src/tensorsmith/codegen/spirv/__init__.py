@@ -1,40 +1,36 @@
 """tensorsmith-codegen-spirv: tensor IR to SPIR-V for Vulkan compute.
 
 Registered as the ``vulkan`` target through the ``tensorsmith.codegen`` entry-point group.
+Every GPU-scheduled kernel is split into dispatches (``tensorsmith.ir.te.dispatch``), and
+each dispatch becomes one SPIR-V 1.3 module with one GLCompute entry point, written by
+the project's own binary emitter (no shader compiler involved).
+
+Target options: ``vulkan -validate=1`` runs spirv-val on every module at build time.
 """
 
 from __future__ import annotations
 
 from importlib import metadata as _metadata
-from typing import Any
+
+from tensorsmith.ir.target import Target
+from tensorsmith.ir.te.dispatch import split_dispatches
+from tensorsmith.ir.te.stmt import PrimFunc
+
+from .emit import SpirvModule, emit_dispatch
+from .kernels import SpirvKernels
 
 try:
     __version__ = _metadata.version("tensorsmith-codegen-spirv")
 except _metadata.PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.1.0"
 
-__all__ = ["__version__", "codegen"]
+__all__ = ["SpirvKernels", "SpirvModule", "__version__", "codegen"]
 
 
-def _not_implemented_error(message: str) -> Exception:
-    """A NotImplementedError that is also a TensorsmithError, so the CLI reports it cleanly."""
-    try:
-        from tensorsmith.runtime.errors import TensorsmithError
-    except ImportError:  # pragma: no cover - tensorsmith-runtime is a dependency via tensorsmith-ir
-        return NotImplementedError(message)
-
-    class TargetNotImplementedError(TensorsmithError, NotImplementedError):
-        pass
-
-    return TargetNotImplementedError(message)
-
-
-def codegen(functions: Any, target: Any) -> Any:
-    """Entry point of the ``tensorsmith.codegen`` group for the ``vulkan`` target.
-
-    Placeholder: the SPIR-V emitter is not written yet, so this always raises.
-    """
-    raise _not_implemented_error(
-        "the vulkan target's SPIR-V emitter is not implemented yet in "
-        f"tensorsmith-codegen-spirv {__version__}"
-    )
+def codegen(functions: list[PrimFunc], target: Target) -> SpirvKernels:
+    """The ``vulkan`` entry point of the ``tensorsmith.codegen`` group."""
+    kernels = {f.name: [emit_dispatch(f, d) for d in split_dispatches(f)] for f in functions}
+    result = SpirvKernels(kernels, target)
+    if target.options.get("validate", "0") not in ("0", "false", "no"):
+        result.validate()
+    return result

@@ -178,7 +178,9 @@ def _root_values(st: Stage, clamp: bool = False) -> tuple[dict[int, Expr], list[
         if isinstance(rel, Split):
             v = value[id(rel.outer.var)] * rel.factor + value[id(rel.inner.var)]
             if rel.parent.extent % rel.factor:
-                if clamp and rel.inner.kind != "vectorized":
+                # Never a reduce axis: a clamped reduction index would add the last
+                # term again instead of nothing.
+                if clamp and rel.inner.kind != "vectorized" and not rel.parent.reduce:
                     v = minimum(v, rel.parent.extent - 1)
                 else:
                     guards.append(v < rel.parent.extent)

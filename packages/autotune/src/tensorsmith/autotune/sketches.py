@@ -1,0 +1,428 @@
+"""Sketches: for each kind of stage, the knobs a schedule may turn and the steps they make.
+
+The knobs are the free parameters of the default CPU rules (``ir/schedules/cpu.py``):
+the same split / reorder / fuse / cache_write / annotate / fuse_epilogue steps, but
+with tile sizes, loop orders and annotations left open instead of fixed by a rule.
+Every knob's default is the rule's choice (block sizes come from the rule's own
+helpers, so the defaults follow the rules as they evolve): the default config is the
+default schedule, which the search starts from.
+
+- Tiled reductions (matmul-like: the output's last axis is an input's contiguous axis;
+  conv2d and pool2d windows): a register tile of ``rows`` x ``vec`` accumulated in a
+  local buffer (``cache_write``), an optional outer tile for cache blocking, a split of
+  the largest reduce axis (with the ``k`` outer loop above the tile when the tile is not
+  cached), reduce-loop order, unrolling, vectorizing, the fused parallel outer loop and
+  whether the elementwise epilogue is folded into the write-back.
+- Other reductions: fused spatial loops, optionally chunked and vectorized *across*
+  outputs, the innermost reduce axis optionally split and unrolled, parallel or not.
+- Elementwise outputs (and materialized pads): one fused loop, optional vector chunks,
+  parallel or not. Other non-output elementwise stages are always inlined: fused
+  epilogues rely on it and it is never slower on the CPU.
+
+Every sketch only emits steps that lower to a correct loop nest: a ``cache_write`` always
+has every reduce loop below it (its write-back overwrites rather than accumulates).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tensorsmith.ir.schedules import cpu as _rules
+from tensorsmith.ir.schedules.cpu import PARALLEL_MIN_WORK
+from tensorsmith.ir.te.expr import Load, Var
+from tensorsmith.ir.te.schedule import Schedule, Stage, input_tensors
+from tensorsmith.ir.te.visit import walk
+
+Values = dict[str, Any]
+VECTOR_LANES_MAX = 64  # the llvm codegen emits explicit SIMD up to 64 lanes
+LOCAL_MAX = 512  # register tile elements: beyond this the tile spills to the stack
+# Copies of the innermost loop that nested unrolled loops make: beyond these, LLVM's
+# compile time explodes (seconds to a minute per candidate) for no speed.
+UNROLL_MAX_VECTOR = 32
+UNROLL_MAX_SCALAR = 8
+
+
+@dataclass(frozen=True)
+class Knob:
+    """A free parameter of a sketch: its name, its choices, and the default rule's value."""
+
+    name: str
+    choices: tuple[Any, ...]
+    default: Any
+
+
+class Sketch:
+    """How one stage may be scheduled."""
+
+    kind = "base"
+
+    def __init__(self, stage: Stage) -> None:
+        self.stage = stage.name
+        self.knobs: tuple[Knob, ...] = ()
+
+    def valid(self, v: Values) -> bool:
+        return True
+
+    def apply(self, s: Schedule, v: Values) -> None:
+        raise NotImplementedError
+
+
+def _work(stage: Stage) -> int:
+    return math.prod(lf.extent for lf in stage.leaves)
+
+
+def _fuse_all(s: Schedule, stage: str, names: Sequence[str]) -> str | None:
+    if not names:
+        return None
+    fused = names[0]
+    for name in names[1:]:
+        fused = s.fuse(stage, fused, name)
+    return fused
+
+
+def _split(s: Schedule, stage: str, leaf: str, extent: int, factor: int
+           ) -> tuple[str | None, str | None]:
+    """(outer, inner) of ``leaf`` split by ``factor``; either is None when it would be 1."""
+    if factor <= 1:
+        return leaf, None
+    if factor >= extent:
+        return None, leaf
+    return s.split(stage, leaf, factor)
+
+
+def _choices(extent: int, candidates: Sequence[int], keep: int | None = None) -> tuple[int, ...]:
+    out = {c for c in candidates if c <= extent}
+    if keep is not None:
+        out.add(min(keep, extent))
+    return tuple(sorted(out)) or (1,)
+
+
+def vector_block(extent: int) -> int:
+    """The default rule's vector lanes for an axis of ``extent``."""
+    rule = getattr(_rules, "_vector_block", None)
+    if rule is not None:
+        return int(rule(extent))
+    for block in (64, 32):  # whole registers; the widest wasting <= 1/4 of its lanes
+        if -(-extent // block) * block - extent <= block // 4 * max(1, extent // block):
+            return block
+    return 16
+
+
+def row_block(extent: int, lanes: int) -> int:
+    """The default rule's register-tile rows for ``extent`` rows of ``lanes`` lanes."""
+    rule = getattr(_rules, "_row_block", None)
+    if rule is not None:
+        try:
+            return int(rule(extent, lanes))
+        except TypeError:  # an older rule without the lanes argument
+            return int(rule(extent))
+    target = max(2, min(12, 256 // max(lanes, 1)))
+    for f in sorted(range(2, 13), key=lambda f: (abs(f - target), -f)):
+        if extent % f == 0 and abs(f - target) <= target // 2:
+            return f
+    return min(target, extent)
+
+
+class InlineSketch(Sketch):
+    """A non-output elementwise stage: substituted into its readers."""
+
+    kind = "inline"
+
+    def apply(self, s: Schedule, v: Values) -> None:
+        s.compute_inline(self.stage)
+
+
+class ElementwiseSketch(Sketch):
+    """One fused loop over the output, cut in vector chunks, optionally parallel."""
+
+    kind = "elementwise"
+
+    def __init__(self, stage: Stage, can_inline: bool = False) -> None:
+        super().__init__(stage)
+        self.names = [lf.name for lf in stage.leaves]
+        self.extent = _work(stage)
+        knobs = [
+            Knob("chunk", _choices(self.extent, (0, 8, 16, 32, 64)),
+                 VECTOR_LANES_MAX if self.extent >= 2 * VECTOR_LANES_MAX else 0),
+            Knob("vectorize", (True, False), True),
+            Knob("parallel", (False, True), self.extent >= PARALLEL_MIN_WORK),
+        ]
+        if can_inline:
+            knobs.insert(0, Knob("inline", (False, True), False))
+        self.knobs = tuple(knobs)
+
+    def apply(self, s: Schedule, v: Values) -> None:
+        if v.get("inline"):
+            s.compute_inline(self.stage)
+            return
+        if s[self.stage].merged:
+            # It runs as a reduction's epilogue: its loops are never emitted, so its knobs do
+            # not matter. Fixed (default) steps keep equal programs equal records.
+            v = {k.name: k.default for k in self.knobs}
+        fused = _fuse_all(s, self.stage, self.names)
+        if fused is None:
+            return
+        outer, inner = fused, None
+        if v["chunk"] and v["chunk"] < self.extent:
+            outer, inner = s.split(self.stage, fused, v["chunk"])
+            if v["vectorize"]:
+                s.vectorize(self.stage, inner)
+        if v["parallel"] and s[self.stage].leaf(outer).extent > 1:
+            s.parallel(self.stage, outer)
+
+
+class ReductionSketch(Sketch):
+    """A reduction not worth a register tile (softmax sums, reductions along a row)."""
+
+    kind = "reduction"
+
+    def __init__(self, stage: Stage) -> None:
+        super().__init__(stage)
+        self.spatial = [lf.name for lf in stage.leaves if not lf.reduce]
+        self.reduce = [lf.name for lf in stage.leaves if lf.reduce]
+        self.space_extent = math.prod(lf.extent for lf in stage.leaves if not lf.reduce)
+        self.rlast = stage.leaves[-1].extent if self.reduce else 1
+        self.knobs = (
+            Knob("chunk", _choices(self.space_extent, (0, 4, 8, 16, 32, 64)) if self.spatial
+                 else (0,), 0),
+            Knob("rsplit", _choices(self.rlast - 1, (0, 4, 8, 16)), 0),
+            Knob("parallel", (False, True), _work(stage) >= PARALLEL_MIN_WORK),
+        )
+
+    def apply(self, s: Schedule, v: Values) -> None:
+        st = self.stage
+        fused = _fuse_all(s, st, self.spatial)
+        outer, inner = fused, None
+        if fused is not None and v["chunk"] and v["chunk"] < self.space_extent:
+            outer, inner = s.split(st, fused, v["chunk"])
+        reduce = list(self.reduce)
+        if v["rsplit"] and reduce:
+            ro, ri = s.split(st, reduce[-1], v["rsplit"])
+            reduce[-1:] = [ro, ri]
+            s.unroll(st, ri)
+        order = [x for x in (outer, *reduce, inner) if x is not None]
+        if order != [lf.name for lf in s[st].leaves]:
+            s.reorder(st, *order)
+        if inner is not None:
+            s.vectorize(st, inner)
+        if outer is not None and v["parallel"] and s[st].leaf(outer).extent > 1:
+            s.parallel(st, outer)
+
+
+class TiledSketch(Sketch):
+    """Register-tiled reduction: matmul-like stages and conv2d / pool2d windows.
+
+    Loops, outer to inner: the fused parallel outer loops (other spatial axes, the row
+    block's outer loop and the vector block's outer loop, in spatial or columns-first
+    order), an optional serial tile of row and column blocks (cache blocking), then the
+    reduce loops (the largest one optionally split), the ``rows`` loop and the ``vec``
+    loop. With every knob at its default this is exactly the default CPU rule.
+    """
+
+    kind = "tiled"
+
+    def __init__(self, stage: Stage, row_axis: int | None, outputs: set[int],
+                 readers: dict[int, list[Stage]], window: bool = False) -> None:
+        super().__init__(stage)
+        op = stage.tensor.op
+        assert op is not None
+        self.spatial = [a.var.name for a in op.axes]
+        self.reduce = [a.var.name for a in op.reduce_axes]
+        self.extent = {a.var.name: a.extent for a in (*op.axes, *op.reduce_axes)}
+        self.row = self.spatial[row_axis] if row_axis is not None else None
+        if self.row is not None and self.extent[self.row] <= 1:
+            self.row = None
+        self.window = window
+        self.pointwise = window and op.tag == "conv2d" and _pointwise_conv(stage)
+        self.kaxis = max(self.reduce, key=lambda n: self.extent[n])
+        self.rperms = [list(p) for p in itertools.permutations(self.reduce)][:6]
+        self.epilogue = _epilogue_consumer(stage, outputs, readers)
+        cols = self.extent[self.spatial[-1]]
+        if self.pointwise:
+            cols *= self.extent[self.spatial[-2]]
+        rows = self.extent[self.row] if self.row else 1
+        k = self.extent[self.kaxis]
+        vec = vector_block(cols)
+        rows_default = row_block(rows, min(vec, cols)) if self.row else 1
+        knobs = [
+            Knob("vec", _choices(cols, (4, 8, 16, 24, 32, 48, 64), vec), vec),
+            Knob("rows", _choices(rows, (1, 2, 3, 4, 5, 6, 8, 10, 12), rows_default),
+                 rows_default),
+            Knob("outer_order", ("natural", "cols_first"),
+                 "cols_first" if self.row is not None and window else "natural"),
+            Knob("tile_rows", (1, 2, 4, 8), 1),
+            Knob("tile_cols", (1, 2, 4, 8), 1),
+            Knob("inner_order", ("rc", "cr"), "rc"),
+            Knob("ksplit", _choices(k - 1, (0, 4, 8, 16, 32, 64)), 0),
+            Knob("korder", tuple(range(len(self.rperms))), 0),
+            Knob("rows_pos", ("inner", "mid"), "inner"),
+            Knob("kpos", ("inner", "outer"), "inner"),
+            Knob("unroll_rows", (True, False), True),
+            Knob("unroll_k", (False, True), False),
+            Knob("vectorize", (True, False), True),
+            Knob("cache", (True, False), True),
+            Knob("epilogue", (True, False), True),
+            Knob("parallel", (False, True), _work(stage) >= PARALLEL_MIN_WORK),
+        ]
+        if self.pointwise:
+            knobs.insert(0, Knob("flatten", (True, False), True))
+        self.knobs = tuple(knobs)
+
+    def _cols(self, v: Values) -> int:
+        cols = self.extent[self.spatial[-1]]
+        if v.get("flatten"):
+            cols *= self.extent[self.spatial[-2]]
+        return min(v["vec"], cols)
+
+    def valid(self, v: Values) -> bool:
+        cols = self._cols(v)
+        if v["cache"] and v["rows"] * cols > LOCAL_MAX:
+            return False
+        if v["kpos"] == "outer" and (v["cache"] or not v["ksplit"]):
+            return False  # a k loop above a cached tile would overwrite partial sums
+        unrolled = (v["rows"] if v["unroll_rows"] else 1) * (
+            v["ksplit"] if v["unroll_k"] and v["ksplit"] else 1)
+        return unrolled <= (UNROLL_MAX_VECTOR if v["vectorize"] and cols > 1
+                            else UNROLL_MAX_SCALAR)
+
+    def apply(self, s: Schedule, v: Values) -> None:
+        st = self.stage
+        spatial = list(self.spatial)
+        if v.get("flatten"):  # a 1x1 convolution: one vector axis over the whole image
+            spatial[-2:] = [s.fuse(st, spatial[-2], spatial[-1])]
+        jo, ji = s.split(st, spatial[-1], v["vec"])
+        io = ii = None
+        if self.row is not None:
+            io, ii = s.split(st, self.row, v["rows"])
+        ioi = joi = None
+        if v["tile_rows"] > 1 and io is not None:
+            io, ioi = _split(s, st, io, s[st].leaf(io).extent, v["tile_rows"])
+        if v["tile_cols"] > 1:
+            jo, joi = _split(s, st, jo, s[st].leaf(jo).extent, v["tile_cols"])
+        others = [a for a in spatial[:-1] if a != self.row]
+        if v["outer_order"] == "cols_first":
+            outer = [*others, jo, io]
+        else:
+            outer = [io if a == self.row else a for a in spatial[:-1]] + [jo]
+        outer = [x for x in outer if x is not None]
+        inner_tile = [x for x in (ioi, joi) if x is not None]
+        if v["inner_order"] == "cr":
+            inner_tile.reverse()
+        reduce: list[str] = []
+        ko = ki = None
+        for name in self.rperms[v["korder"]]:
+            if name == self.kaxis and v["ksplit"]:
+                ko, ki = s.split(st, name, v["ksplit"])
+                reduce += [ko, ki]
+            else:
+                reduce.append(name)
+        if ii is not None and v["rows_pos"] == "mid" and ko is not None:
+            reduce.insert(reduce.index(ko) + 1, ii)
+            below = [*reduce, ji]
+        else:
+            below = [*reduce, ii, ji]
+        if v["kpos"] == "outer" and ko is not None:
+            below.remove(ko)
+            order = [*outer, ko, *inner_tile, *below]
+        else:
+            order = [*outer, *inner_tile, *below]
+        s.reorder(st, *[x for x in order if x is not None])
+        fused = _fuse_all(s, st, outer)
+        at = inner_tile[-1] if inner_tile else fused
+        cached = bool(v["cache"]) and at is not None
+        if cached:
+            s.cache_write(st, at)
+        if ii is not None and v["unroll_rows"]:
+            s.unroll(st, ii)
+        if ki is not None and v["unroll_k"]:
+            s.unroll(st, ki)
+        if v["vectorize"] and s[st].leaf(ji).extent <= VECTOR_LANES_MAX:
+            s.vectorize(st, ji)
+        if fused is not None and v["parallel"] and s[st].leaf(fused).extent > 1:
+            s.parallel(st, fused)
+        if cached and v["epilogue"] and self.epilogue is not None:
+            try:
+                s.fuse_epilogue(st, self.epilogue)
+            except ValueError:
+                s.steps.pop()
+
+
+def _pointwise_conv(stage: Stage) -> bool:
+    """A 1x1 convolution reading its input (no pad stage) at unit stride along x: a
+    matrix product over the flattened image (the default rule fuses y and x)."""
+    op = stage.tensor.op
+    assert op is not None
+    if any(a.extent != 1 for a in op.reduce_axes[1:]):
+        return False
+    data = input_tensors(stage.tensor)[0]
+    if data.op is not None:
+        return False
+    x = op.axes[3].var
+    for e in walk(op.body):
+        if isinstance(e, Load) and e.buffer is data:
+            index = e.indices[3]
+            return index is x or getattr(index, "a", None) is x
+    return False
+
+
+def _epilogue_consumer(stage: Stage, outputs: set[int], readers: dict[int, list[Stage]]
+                       ) -> str | None:
+    """The output stage at the end of a single-reader elementwise chain after ``stage``."""
+    if stage.tensor.uid in outputs:
+        return None
+    chain = stage
+    while True:
+        users = readers.get(chain.tensor.uid, [])
+        if len(users) != 1:
+            return None
+        user = users[0]
+        op = user.tensor.op
+        if op is None or op.reduce_axes or user.tensor.shape != stage.tensor.shape:
+            return None
+        if user.tensor.uid in outputs:
+            return user.name
+        chain = user
+
+
+def _last_axis_contiguous(stage: Stage) -> bool:
+    op = stage.tensor.op
+    assert op is not None
+    if not op.axes or op.axes[-1].extent == 1:
+        return False
+    last = op.axes[-1].var
+    return any(isinstance(e, Load) and e.indices and isinstance(e.indices[-1], Var)
+               and e.indices[-1] is last for e in walk(op.body))
+
+
+def sketch_for(stage: Stage, outputs: set[int], readers: dict[int, list[Stage]]) -> Sketch:
+    """The sketch of one stage, by the same classification as the default CPU rules."""
+    op = stage.tensor.op
+    assert op is not None
+    is_output = stage.tensor.uid in outputs
+    if not op.reduce_axes:
+        if is_output:
+            return ElementwiseSketch(stage)
+        if stage.name.endswith("_pad"):
+            return ElementwiseSketch(stage, can_inline=True)
+        return InlineSketch(stage)
+    if op.tag == "conv2d":
+        return TiledSketch(stage, 1, outputs, readers, window=True)
+    if op.tag.startswith("pool_"):
+        return TiledSketch(stage, None, outputs, readers, window=True)
+    if _last_axis_contiguous(stage):
+        return TiledSketch(stage, len(op.axes) - 2 if len(op.axes) >= 2 else None, outputs,
+                           readers)
+    return ReductionSketch(stage)
+
+
+def readers_of(s: Schedule) -> dict[int, list[Stage]]:
+    """Stages reading each tensor (by tensor uid)."""
+    out: dict[int, list[Stage]] = {}
+    for st in s.stages:
+        for t in input_tensors(st.tensor):
+            out.setdefault(t.uid, []).append(st)
+    return out

@@ -1,0 +1,102 @@
+"""The search space of one task: a sketch per stage, and configs that choose every knob.
+
+A config is a tuple of knob values (hashable, so the search can remember what it has
+seen). ``steps(config)`` replays the sketches on a fresh schedule and returns the
+schedule steps a tuning record stores; those, not the config, are what gets measured,
+recorded and applied by ``build``.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from tensorsmith.ir.te.schedule import Schedule, Step
+
+from .sketches import Knob, Sketch, readers_of, sketch_for
+from .task import Task
+
+Config = tuple[Any, ...]
+
+
+class SearchSpace:
+    """All schedules the sketches of ``task`` can express."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        _, outputs = task.compute()
+        self.outputs = outputs
+        probe = Schedule(outputs)
+        out_ids = {t.uid for t in outputs}
+        readers = readers_of(probe)
+        self.sketches: list[Sketch] = [sketch_for(st, out_ids, readers) for st in probe.stages]
+        self.knobs: list[tuple[int, Knob]] = [
+            (i, k) for i, sk in enumerate(self.sketches) for k in sk.knobs]
+
+    # -- configs --------------------------------------------------------------------
+    def _values(self, config: Config) -> list[dict[str, Any]]:
+        values: list[dict[str, Any]] = [{} for _ in self.sketches]
+        for (i, knob), value in zip(self.knobs, config, strict=True):
+            values[i][knob.name] = value
+        return values
+
+    def valid(self, config: Config) -> bool:
+        return all(sk.valid(v) for sk, v in zip(self.sketches, self._values(config)))
+
+    def default(self) -> Config:
+        """The config closest to the default CPU rules."""
+        return tuple(k.default for _, k in self.knobs)
+
+    def sample(self, rng: random.Random, keep_default: float = 0.0, tries: int = 100) -> Config:
+        """A random valid config (the default one if none turns up in ``tries``); each knob
+        keeps its default value with probability ``keep_default``."""
+        for _ in range(tries):
+            config = tuple(k.default if rng.random() < keep_default else rng.choice(k.choices)
+                           for _, k in self.knobs)
+            if self.valid(config):
+                return config
+        return self.default()
+
+    def mutate(self, config: Config, rng: random.Random, tries: int = 50) -> Config:
+        """``config`` with one or two knobs changed (tile sizes, order, annotations)."""
+        free = [i for i, (_, k) in enumerate(self.knobs) if len(k.choices) > 1]
+        if not free:
+            return config
+        for _ in range(tries):
+            new = list(config)
+            for i in rng.sample(free, min(len(free), rng.choice((1, 1, 2)))):
+                new[i] = rng.choice([c for c in self.knobs[i][1].choices if c != config[i]])
+            out = tuple(new)
+            if self.valid(out):
+                return out
+        return config
+
+    def crossover(self, a: Config, b: Config, rng: random.Random) -> Config:
+        """Each stage's knobs from one parent or the other (stages are independent)."""
+        pick = [rng.random() < 0.5 for _ in self.sketches]
+        out = tuple(x if pick[i] else y for (i, _), x, y in zip(self.knobs, a, b))
+        return out if self.valid(out) else a
+
+    # -- schedules ------------------------------------------------------------------
+    def schedule(self, config: Config) -> Schedule:
+        s = Schedule(self.outputs)
+        for sk, values in zip(self.sketches, self._values(config)):
+            sk.apply(s, values)
+        return s
+
+    def steps(self, config: Config) -> list[Step]:
+        return list(self.schedule(config).steps)
+
+    def size(self) -> int:
+        n = 1
+        for _, k in self.knobs:
+            n *= len(k.choices)
+        return n
+
+
+def steps_key(steps: list[Step] | list[list[Any]]) -> str:
+    """A canonical string of a step list: equal schedules, equal keys (for de-duplication)."""
+    import json
+
+    data = [s.to_json() if isinstance(s, Step) else list(s) for s in steps]
+    return json.dumps(data, separators=(",", ":"))

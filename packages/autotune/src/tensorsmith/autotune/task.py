@@ -1,0 +1,139 @@
+"""Task extraction: the distinct kernels of a model, each one a tuning task.
+
+A task is one workload key (what a fused group computes, independent of value names
+and weights), how often the model runs it, and the group itself. The groups come from
+the same passes and fusion as ``build`` (:func:`tensorsmith.ir.build.fused_groups`), so a
+record tuned here is found by ``build(records=...)``. Each group is *detached* from its
+graph: fresh input values without producers or weight data, so a task pickles in a few
+kilobytes to builder processes however large the model's weights are.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tensorsmith.ir.build import fused_groups
+from tensorsmith.ir.graph import Graph, Node, Value
+from tensorsmith.ir.lowering import group_compute, workload_key
+from tensorsmith.ir.passes.fuse import FusedGroup
+from tensorsmith.ir.target import Target
+from tensorsmith.ir.te.expr import Binary, Call, Expr, Reduce, Select
+from tensorsmith.ir.te.tensor import Tensor
+from tensorsmith.ir.te.visit import walk
+
+_FLOAT_OPS = frozenset({"add", "sub", "mul", "div", "max", "min", "pow"})
+
+
+@dataclass(eq=False)
+class Task:
+    """One distinct kernel: ``weight`` = how many times the model runs it."""
+
+    key: str
+    name: str
+    group: FusedGroup
+    weight: int
+    flops: float
+    target: str = "llvm"
+    _compute: tuple[list[Tensor], list[Tensor]] | None = field(default=None, repr=False)
+
+    def compute(self) -> tuple[list[Tensor], list[Tensor]]:
+        """The group's tensor expressions (inputs, outputs), built once per process."""
+        if self._compute is None:
+            self._compute = group_compute(self.group)
+        return self._compute
+
+    @property
+    def label(self) -> str:
+        """A short, human-readable name for progress output: ``fused_matmul_add#1a2b``."""
+        return f"{self.name}#{self.key[:4]}"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_compute"] = None  # tensors are rebuilt in the receiving process
+        return state
+
+
+def extract_tasks(mod: Graph, params: Mapping[str, np.ndarray] | None = None,
+                  target: str | Target = "llvm", opt_level: int = 2) -> list[Task]:
+    """One :class:`Task` per distinct workload of ``mod``, in first-occurrence order."""
+    tgt = Target.parse(target)
+    _, groups, _ = fused_groups(mod, params, opt_level)
+    tasks: dict[str, Task] = {}
+    for g in groups:
+        key = workload_key(g)
+        if key in tasks:
+            tasks[key].weight += 1
+            continue
+        detached = detach_group(g)
+        task = Task(key, g.name, detached, 1, 0.0, str(tgt))
+        task.flops = estimate_flops(task.compute()[1])
+        tasks[key] = task
+    return list(tasks.values())
+
+
+def detach_group(group: FusedGroup) -> FusedGroup:
+    """A copy of ``group`` that references nothing outside itself (no producers, no data)."""
+    vmap: dict[int, Value] = {}
+
+    def clone(v: Value) -> Value:
+        if v.uid not in vmap:
+            vmap[v.uid] = Value(v.name, v.shape, v.dtype)
+        return vmap[v.uid]
+
+    inputs = [clone(v) for v in group.inputs]
+    nodes = []
+    for n in group.nodes:
+        new = Node(n.op, [clone(v) for v in n.inputs], [], dict(n.attrs), n.name)
+        for v in n.outputs:
+            c = clone(v)
+            c.producer = new
+            new.outputs.append(c)
+        nodes.append(new)
+    return FusedGroup(nodes, inputs, [clone(v) for v in group.outputs])
+
+
+def estimate_flops(outputs: list[Tensor]) -> float:
+    """Floating-point operations of a compute graph as declared (before scheduling).
+
+    Each stage counts its arithmetic once per element (a reduction once per element and
+    reduction step, plus the combine). Pure data movement counts one op per output
+    element, so throughput stays meaningful (and nonzero) for copies and transposes.
+    """
+    from tensorsmith.ir.te.schedule import input_tensors
+
+    seen: set[int] = set()
+    total = 0.0
+
+    def visit(t: Tensor) -> None:
+        nonlocal total
+        if t.uid in seen or t.op is None:
+            return
+        seen.add(t.uid)
+        for p in input_tensors(t):
+            visit(p)
+        n = float(math.prod(t.shape))
+        body = t.op.body
+        if isinstance(body, Reduce):
+            steps = float(math.prod(a.extent for a in body.axes))
+            total += n * steps * (_count_ops(body.body) + 1)
+        else:
+            total += n * _count_ops(body)
+
+    for t in outputs:
+        visit(t)
+    return max(total, sum(float(math.prod(t.shape)) for t in outputs), 1.0)
+
+
+def _count_ops(e: Expr) -> int:
+    count = 0
+    for x in walk(e):
+        if not x.dtype.startswith("float"):
+            continue
+        if (isinstance(x, Binary) and x.op in _FLOAT_OPS) or isinstance(x, Call | Select):
+            count += 1
+    return count

@@ -1,0 +1,132 @@
+"""Every candidate the search can propose lowers and computes what the default schedule
+computes (tensor-IR interpreter on tiny shapes; a few through the llvm build too)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from autotune_testing import convnet, interpret, matmul, mlp, needs_llvm, random_inputs
+
+from tensorsmith.autotune.space import SearchSpace, steps_key
+from tensorsmith.autotune.task import extract_tasks
+from tensorsmith.ir import GraphBuilder
+from tensorsmith.ir.schedules import schedule_cpu
+from tensorsmith.ir.te.schedule import Step, replay
+
+
+def _batched_and_reduce():
+    b = GraphBuilder()
+    x = b.input("x", (2, 3, 5), "float32")
+    y = b.input("y", (2, 5, 6), "float32")
+    h = b.add1("tanh", [b.add1("matmul", [x, y], name="bmm")], name="t")
+    s = b.add1("reduce_sum", [h], {"axes": [1], "keepdims": 0}, name="rs")
+    return b.finish([s])
+
+
+def _tasks():
+    out = []
+    for graph in (mlp(batch=3, sizes=(9, 7, 7, 5)), convnet(), _batched_and_reduce()):
+        out += extract_tasks(graph)
+    return out
+
+
+TASKS = _tasks()
+
+
+@pytest.mark.parametrize("index", range(len(TASKS)), ids=[t.label for t in TASKS])
+def test_sampled_and_mutated_candidates_match_default(index: int) -> None:
+    task = TASKS[index]
+    space = SearchSpace(task)
+    arrays = random_inputs(task, seed=index)
+    want = interpret(task, schedule_cpu(task.compute()[1]), arrays)
+    rng = random.Random(index)
+    configs = [space.default()] + [space.sample(rng) for _ in range(10)]
+    configs += [space.mutate(c, rng) for c in configs]
+    configs += [space.crossover(configs[1], configs[2], rng)]
+    seen = set()
+    for config in configs:
+        assert space.valid(config)
+        steps = space.steps(config)
+        if steps_key(steps) in seen:
+            continue
+        seen.add(steps_key(steps))
+        got = interpret(task, space.schedule(config), arrays)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=str(steps))
+    assert len(seen) > 3 or space.size() < 100
+
+
+def test_matmul_candidates_match_numpy() -> None:
+    (task,) = extract_tasks(matmul(6, 13, 10))
+    space = SearchSpace(task)
+    a, b = random_inputs(task)
+    rng = random.Random(0)
+    for _ in range(12):
+        (got,) = interpret(task, space.schedule(space.sample(rng)), [a, b])
+        np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-5)
+
+
+def test_steps_replay_from_json() -> None:
+    (task,) = extract_tasks(matmul(8, 16, 24))
+    space = SearchSpace(task)
+    config = space.sample(random.Random(3))
+    steps = space.steps(config)
+    again = replay(task.compute()[1], [Step.from_json(s.to_json()) for s in steps])
+    assert steps_key(again.steps) == steps_key(steps)
+
+
+def test_space_has_the_knobs_of_the_default_rules() -> None:
+    tasks = {t.name: t for t in extract_tasks(convnet())}
+    conv = SearchSpace(tasks["fused_conv2d_add_relu"])
+    kinds = [sk.kind for sk in conv.sketches]
+    assert kinds == ["elementwise", "tiled", "inline", "elementwise"]
+    names = {k.name for _, k in conv.knobs}
+    assert {"vec", "rows", "tile_rows", "ksplit", "korder", "cache", "epilogue",
+            "parallel", "unroll_rows", "inline"} <= names
+    assert conv.size() > 10**6
+
+
+def test_llvm_built_candidates_match_numpy(tmp_path) -> None:
+    needs_llvm()
+    import tensorsmith.runtime as rt
+    from tensorsmith.autotune.artifact import export_candidate
+
+    (task,) = extract_tasks(matmul(12, 40, 72))
+    space = SearchSpace(task)
+    a, b = random_inputs(task)
+    rng = random.Random(1)
+    for i in range(4):
+        path = tmp_path / f"c{i}.so"
+        export_candidate(task, space.steps(space.sample(rng)), path)
+        (got,) = rt.load(path).run({0: a, 1: b})
+        np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def _cnn():
+    rng = np.random.default_rng(0)
+    b = GraphBuilder()
+    x = b.input("x", (1, 16, 14, 14), "float32")
+    w = b.constant("w", rng.standard_normal((16, 16, 3, 3)).astype("float32"))
+    w1 = b.constant("w1", rng.standard_normal((32, 16, 1, 1)).astype("float32"))
+    h = b.add1("relu", [b.add1("conv2d", [x, w], {"pads": [1, 1, 1, 1]}, name="c3")], name="r")
+    h = b.add1("conv2d", [h, w1], {}, name="c1")  # pointwise: y and x flattened
+    h = b.add1("pool2d", [h], {"kernel": [3, 3], "mode": "max", "strides": [2, 2],
+                               "pads": [1, 1, 1, 1]}, name="mp")
+    return b.finish([b.add1("pool2d", [h], {"kernel": [2, 2], "mode": "avg",
+                                            "strides": [2, 2]}, name="ap")])
+
+
+@pytest.mark.parametrize("graph", [mlp, convnet, _cnn, lambda: matmul(256, 256, 256),
+                                   lambda: mlp(batch=1, sizes=(784, 256, 256, 10))],
+                         ids=["mlp", "convnet", "cnn", "matmul256", "mlp784"])
+def test_default_config_is_the_default_cpu_rule(graph) -> None:  # noqa: ANN001
+    """The space contains the default schedule, as its default config: the search starts
+    from it. (When the rules in ir/schedules/cpu.py change, the sketches must follow.)"""
+    from tensorsmith.autotune.artifact import lower_candidate
+
+    for task in extract_tasks(graph()):
+        space = SearchSpace(task)
+        rule = lower_candidate(task, None).attrs["steps"]
+        assert steps_key(space.steps(space.default())) == steps_key(rule), task.label

@@ -1,0 +1,126 @@
+"""SpirvKernels: the compiled dispatches of a model, and how they are written out.
+
+Two outputs share one description of the dispatches (``dispatch_records``):
+
+* the one-file artifact (docs/artifact.md): sections ``spirv/<dispatch>`` and
+  ``params``, and a ``vulkan`` metadata key the runtime's Vulkan executor reads;
+* ``export_spirv(dir)``: plain ``.spv`` files, ``params.bin`` and ``manifest.json``
+  (docs/spirv-manifest.md) for engines that do not use our runtime.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tensorsmith.ir.errors import TargetError
+from tensorsmith.ir.target import Target
+
+from .emit import SpirvModule
+from .tools import disassemble, validate
+
+#: Version of the ``vulkan`` metadata key; the runtime refuses newer ones.
+METADATA_VERSION = 1
+SPIRV_VERSION = "1.3"
+VULKAN_VERSION = "1.1"
+#: Device extensions a Vulkan 1.1 device needs for a feature (core from Vulkan 1.2 on).
+EXTENSION_OF_FEATURE = {"storageBuffer8BitAccess": "VK_KHR_8bit_storage",
+                        "shaderFloat16": "VK_KHR_shader_float16_int8",
+                        "shaderInt8": "VK_KHR_shader_float16_int8"}
+
+
+@dataclass
+class SpirvKernels:
+    """Every kernel of a model as its dispatches, in order, each one SPIR-V module."""
+
+    kernels: dict[str, list[SpirvModule]]
+    target: Target
+
+    # ---- inspection --------------------------------------------------------------------
+
+    def modules(self) -> list[SpirvModule]:
+        return [m for mods in self.kernels.values() for m in mods]
+
+    def validate(self) -> None:
+        """Run spirv-val on every module (raises TargetError on the first invalid one)."""
+        for m in self.modules():
+            validate(m.binary, m.name)
+
+    def features(self) -> list[str]:
+        return sorted({f for m in self.modules() for f in m.features})
+
+    def source(self, kind: str = "spirv") -> str:
+        if kind not in ("spirv", "spv", "spirv-asm"):
+            raise ValueError(f"no {kind!r} source for the vulkan target; use 'spirv' or 'tir'")
+        parts = []
+        for m in self.modules():
+            text = disassemble(m.binary)
+            if text is None:
+                text = ("; spirv-dis not found (apt-get install spirv-tools): "
+                        f"{len(m.binary)} bytes, capabilities {', '.join(m.capabilities)}\n")
+            parts.append(f"; ---- dispatch {m.name}: grid {list(m.grid)}, workgroup "
+                         f"{list(m.workgroup_size)}, entry point {m.entry_point}\n{text}")
+        return "\n".join(parts)
+
+    # ---- the artifact ------------------------------------------------------------------
+
+    def metadata(self) -> dict[str, Any]:
+        """The ``vulkan`` key of the artifact's metadata (see docs/spirv-manifest.md)."""
+        features = self.features()
+        return {
+            "version": METADATA_VERSION,
+            "spirv_version": SPIRV_VERSION,
+            "vulkan_version": VULKAN_VERSION,
+            "features": features,
+            "kernels": [
+                {"name": name, "dispatches": [_dispatch_meta(m) for m in mods]}
+                for name, mods in self.kernels.items()
+            ],
+        }
+
+    def export(self, path: str, plan: dict[str, Any], params: bytes) -> None:
+        from tensorsmith.runtime.artifact import write_artifact
+
+        sections = {f"spirv/{m.name}": m.binary for m in self.modules()}
+        sections["params"] = params
+        metadata = {**plan, "target": str(self.target), "vulkan": self.metadata()}
+        write_artifact(path, b"", sections, metadata)
+
+    def export_spirv(self, directory: str | os.PathLike[str], plan: dict[str, Any],
+                     params: bytes) -> Path:
+        """Write ``<dispatch>.spv`` files, ``params.bin`` and ``manifest.json``."""
+        import json
+
+        from .manifest import build_manifest
+
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        for m in self.modules():
+            (out / f"{m.name}.spv").write_bytes(m.binary)
+        (out / "params.bin").write_bytes(params)
+        manifest = build_manifest(self, plan)
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        return out / "manifest.json"
+
+    def kernel(self, name: str) -> list[SpirvModule]:
+        if name not in self.kernels:
+            raise TargetError(f"no kernel {name!r} in this module")
+        return self.kernels[name]
+
+
+def _dispatch_meta(m: SpirvModule) -> dict[str, Any]:
+    return {
+        "name": m.name,
+        "section": f"spirv/{m.name}",
+        "entry_point": m.entry_point,
+        "grid": list(m.grid),
+        "workgroup_size": list(m.workgroup_size),
+        "bindings": [{"binding": b.param, "param": b.param, "access": b.access}
+                     for b in m.bindings],
+        "features": list(m.features),
+    }
+
+
+__all__ = ["EXTENSION_OF_FEATURE", "METADATA_VERSION", "SpirvKernels"]
