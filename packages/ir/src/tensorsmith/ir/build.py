@@ -164,9 +164,9 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
         if canon(v) in last:
             last[canon(v)] = end
     mem = plan_memory(sizes, first, last, pinned={v.uid for v in graph.inputs})
-    for key, off in mem.offsets.items():
-        buffer_of[key] = len(buffers)
-        buffers.append({"kind": "workspace", "offset": off, "nbytes": sizes[key]})
+    for planned, off in mem.offsets.items():
+        buffer_of[planned] = len(buffers)
+        buffers.append({"kind": "workspace", "offset": off, "nbytes": sizes[planned]})
     steps = []
     for step, (g, f) in enumerate(zip(groups, funcs)):
         args = [buffer_of[canon(v)] for v in g.inputs] + [buffer_of[canon(v)] for v in g.outputs]

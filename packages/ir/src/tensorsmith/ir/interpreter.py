@@ -24,7 +24,7 @@ def run_graph(graph: Graph, inputs: Mapping[str, np.ndarray], keep_all: bool = F
         env[v.uid] = np.asarray(inputs[v.name], dtype=v.dtype).reshape(v.shape)
     named: dict[str, np.ndarray] = {}
     for node in graph.nodes:
-        args = [v.data if v.is_constant else env[v.uid] for v in node.inputs]
+        args = [v.data if v.data is not None else env[v.uid] for v in node.inputs]
         with np.errstate(all="ignore"):
             results = get_op(node.op).reference(args, node.attrs)
         for v, r in zip(node.outputs, results):

@@ -34,7 +34,7 @@ def group_compute(group: FusedGroup) -> tuple[list[Tensor], list[Tensor]]:
                              f"t{j}_{node.op}")
         for v, t in zip(node.outputs, outs):
             env[v.uid] = t
-    outputs = []
+    outputs: list[Tensor] = []
     for k, v in enumerate(group.outputs):
         t = env[v.uid]
         if t.op is None or any(t is o for o in outputs):

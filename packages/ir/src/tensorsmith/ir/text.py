@@ -73,11 +73,11 @@ def parse_graph(text: str, constants: dict[str, np.ndarray] | None = None) -> Gr
             continue
         lhs, rhs = ln.split(" = ", 1)
         if rhs.startswith("const "):
-            m = _TYPE.match(lhs)
-            assert m
-            shape, dtype = _parse_type(m.group(2), m.group(3))
+            const_match = _TYPE.match(lhs)
+            assert const_match
+            shape, dtype = _parse_type(const_match.group(2), const_match.group(3))
             payload = rhs[len("const "):]
-            name = m.group(1)
+            name = const_match.group(1)
             if payload == "<elided>":
                 if not constants or name not in constants:
                     raise ValueError(f"constant %{name} is elided; pass it in `constants`")
@@ -87,9 +87,9 @@ def parse_graph(text: str, constants: dict[str, np.ndarray] | None = None) -> Gr
             env[name] = Graph.constant(name, data)
             continue
         call, _, comment = rhs.partition("  # ")
-        m = re.match(r"(\w+)\(([^)]*)\)\s*(.*)$", call)
-        assert m, ln
-        op, args, attrs = m.group(1), m.group(2), m.group(3)
+        call_match = re.match(r"(\w+)\(([^)]*)\)\s*(.*)$", call)
+        assert call_match, ln
+        op, args, attrs = call_match.group(1), call_match.group(2), call_match.group(3)
         ins = [env[a.strip()[1:]] for a in args.split(",") if a.strip()]
         out_names = [t.group(1) for t in _TYPE.finditer(lhs)]
         outs = b.add(op, ins, json.loads(attrs) if attrs else {}, name=comment.strip(),

@@ -20,7 +20,8 @@ def fold_constants(graph: Graph) -> Graph:
         node.inputs = [replaced.get(v.uid, v) for v in node.inputs]
         if node.inputs and all(v.is_constant for v in node.inputs):
             with np.errstate(all="ignore"):
-                results = get_op(node.op).reference([v.data for v in node.inputs], node.attrs)
+                results = get_op(node.op).reference(
+                    [v.data for v in node.inputs if v.data is not None], node.attrs)
             for v, r in zip(node.outputs, results):
                 c = Graph.constant(v.name, np.asarray(r, dtype=v.dtype).reshape(v.shape))
                 replaced[v.uid] = c

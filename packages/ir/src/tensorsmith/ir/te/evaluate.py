@@ -7,20 +7,23 @@ codegen in the loop; only for small shapes.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from .expr import Binary, Call, Cast, Const, Expr, Load, Select, Var
 from .stmt import Allocate, Barrier, For, IfThenElse, PrimFunc, Seq, Stmt, Store
 
-_BIN = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+_BIN: dict[str, Callable[[Any, Any], Any]] = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
         "div": lambda a, b: a / b, "floordiv": lambda a, b: a // b,
         "floormod": lambda a, b: a % b, "max": max, "min": min, "lt": lambda a, b: a < b,
         "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
         "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "and": lambda a, b: a and b,
         "or": lambda a, b: a or b, "pow": lambda a, b: a ** b}
-_CALL = {"exp": math.exp, "log": math.log, "sqrt": math.sqrt, "tanh": math.tanh,
+_CALL: dict[str, Callable[..., Any]] = {
+    "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "tanh": math.tanh,
          "erf": math.erf, "abs": abs, "iabs": abs, "floor": math.floor, "ceil": math.ceil}
 
 
@@ -44,7 +47,7 @@ class _Interp:
                 self.env[id(s.var)] = i
                 self.stmt(s.body)
         elif isinstance(s, Store):
-            self.mem[id(s.buffer)][self.expr(s.index)] = self.expr(s.value)
+            self.mem[id(s.buffer)][int(self.expr(s.index))] = self.expr(s.value)  # type: ignore[call-overload]
         elif isinstance(s, IfThenElse):
             if self.expr(s.cond):
                 self.stmt(s.then)
@@ -62,7 +65,7 @@ class _Interp:
         if isinstance(e, Var):
             return self.env[id(e)]
         if isinstance(e, Load):
-            return self.mem[id(e.buffer)][self.expr(e.indices[0])]
+            return self.mem[id(e.buffer)][int(self.expr(e.indices[0]))]  # type: ignore[call-overload]
         if isinstance(e, Binary):
             return _BIN[e.op](self.expr(e.a), self.expr(e.b))
         if isinstance(e, Call):

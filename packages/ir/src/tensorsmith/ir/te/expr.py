@@ -8,8 +8,9 @@ steps (``outer * factor + inner``) stays small without a separate pass.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, Union
 
 ExprLike = Union["Expr", int, float, bool]
 
@@ -51,10 +52,10 @@ class Expr:
     def __mod__(self, o: ExprLike) -> Expr: return self._bin("floormod", o)
     def __rmod__(self, o: ExprLike) -> Expr: return self._bin("floormod", o, True)
     def __neg__(self) -> Expr: return binary("sub", const(0, self.dtype), self)
-    def __lt__(self, o: ExprLike) -> Expr: return self._bin("lt", o)  # type: ignore[override]
-    def __le__(self, o: ExprLike) -> Expr: return self._bin("le", o)  # type: ignore[override]
-    def __gt__(self, o: ExprLike) -> Expr: return self._bin("gt", o)  # type: ignore[override]
-    def __ge__(self, o: ExprLike) -> Expr: return self._bin("ge", o)  # type: ignore[override]
+    def __lt__(self, o: ExprLike) -> Expr: return self._bin("lt", o)
+    def __le__(self, o: ExprLike) -> Expr: return self._bin("le", o)
+    def __gt__(self, o: ExprLike) -> Expr: return self._bin("gt", o)
+    def __ge__(self, o: ExprLike) -> Expr: return self._bin("ge", o)
     def eq(self, o: ExprLike) -> Expr: return self._bin("eq", o)
     def ne(self, o: ExprLike) -> Expr: return self._bin("ne", o)
     def __and__(self, o: ExprLike) -> Expr: return self._bin("and", o)
@@ -180,7 +181,8 @@ _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//",
             "floormod": "%", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==",
             "ne": "!=", "and": "&&", "or": "||"}
 COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
-_PY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+_PY: dict[str, Callable[[Any, Any], Any]] = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
        "max": max, "min": min, "lt": lambda a, b: a < b, "le": lambda a, b: a <= b,
        "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b,
        "ne": lambda a, b: a != b}
@@ -243,11 +245,12 @@ def call(fn: str, *args: ExprLike, dtype: str | None = None) -> Expr:
     exprs = tuple(as_expr(a) for a in args)
     dtype = dtype or exprs[0].dtype
     if all(isinstance(e, Const) for e in exprs) and fn in _MATH:
-        return const(_MATH[fn](*[e.value for e in exprs]), dtype)  # type: ignore[attr-defined]
+        return const(_MATH[fn](*[e.value for e in exprs]), dtype)  # type: ignore[attr-defined, unused-ignore]
     return Call(fn, exprs, dtype)
 
 
-_MATH = {"exp": math.exp, "log": math.log, "sqrt": math.sqrt, "tanh": math.tanh,
+_MATH: dict[str, Callable[..., Any]] = {
+    "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "tanh": math.tanh,
          "erf": math.erf, "abs": abs, "floor": math.floor, "ceil": math.ceil}
 
 

@@ -53,7 +53,7 @@ def simplify(e: Expr, bounds: dict[int, Interval]) -> Expr:
                 return a if x.op == "floormod" else const(0, x.dtype)
             # (u * c + v) // c == u and (u * c + v) % c == v when 0 <= v < c.
             if isinstance(a, Binary) and a.op == "add":
-                split = _split_multiple(a, b.value, bounds)
+                split = _split_multiple(a, int(b.value), bounds)
                 if split is not None:
                     u, v = split
                     return u if x.op == "floordiv" else v
