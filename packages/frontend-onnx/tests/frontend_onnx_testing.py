@@ -29,7 +29,9 @@ NP_TO_ONNX = {np.dtype(k): v for k, v in {
     "float32": onnx.TensorProto.FLOAT, "float16": onnx.TensorProto.FLOAT16,
     "float64": onnx.TensorProto.DOUBLE, "int64": onnx.TensorProto.INT64,
     "int32": onnx.TensorProto.INT32, "int8": onnx.TensorProto.INT8,
-    "uint8": onnx.TensorProto.UINT8, "bool": onnx.TensorProto.BOOL}.items()}
+    "uint8": onnx.TensorProto.UINT8, "uint16": onnx.TensorProto.UINT16,
+    "uint32": onnx.TensorProto.UINT32, "uint64": onnx.TensorProto.UINT64,
+    "bool": onnx.TensorProto.BOOL}.items()}
 
 Spec = tuple[str, Sequence[int | str] | None]  # (dtype, shape)
 
@@ -145,11 +147,15 @@ _BINARY = {
     "min": np.minimum, "lt": np.less, "le": np.less_equal, "gt": np.greater,
     "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal, "and": np.logical_and,
     "or": np.logical_or, "pow": np.power, "floordiv": np.floor_divide, "floormod": np.mod,
+    "fmod": np.fmod, "bitand": np.bitwise_and, "bitor": np.bitwise_or,
+    "bitxor": np.bitwise_xor, "shl": np.left_shift, "shr": np.right_shift,
 }
 _CALLS = {
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "abs": np.abs,
     "iabs": np.abs, "floor": np.floor, "ceil": np.ceil, "sin": np.sin, "cos": np.cos,
-    "erf": np.vectorize(math.erf, otypes=[np.float64]),
+    "erf": np.vectorize(math.erf, otypes=[np.float64]), "round": np.round, "tan": np.tan,
+    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
+    "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
 }
 _REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod}
 
@@ -197,6 +203,8 @@ def _expr(e: Expr, grid: dict[int, np.ndarray], ph: dict[int, np.ndarray],
         return np.asarray(r).astype(e.dtype)
     if isinstance(e, Call):
         args = [ev(a) for a in e.args]
+        if e.fn == "bitcast":
+            return np.ascontiguousarray(args[0]).view(e.dtype)
         return np.asarray(_CALLS[e.fn](*args)).astype(e.dtype)
     if isinstance(e, Cast):
         return ev(e.value).astype(e.dtype)

@@ -346,6 +346,9 @@ class KernelEmitter:
             ty = args[0].type
             fn = self._declare(name, ir.FunctionType(ty, [ty] * len(args)))
             return b.call(fn, args)
+        if e.fn == "bitcast":  # same-width reinterpretation (ONNX BitCast); bool is 0/1
+            to = llvm_type(e.dtype)
+            return b.zext(args[0], to) if dt == "bool" else b.bitcast(args[0], to)
         if e.fn == "isnan":
             return b.fcmp_unordered("uno", args[0], args[0])
         if e.fn == "isinf":

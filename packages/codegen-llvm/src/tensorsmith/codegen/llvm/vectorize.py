@@ -71,8 +71,27 @@ def try_vectorize(em: KernelEmitter, b: ir.IRBuilder, loop: For) -> bool:
         return False
     if any(stride_of(s.index, loop.var) != 1 for s in stores):
         return False
+    if sum(_gather_cost(s.value, loop.var) for s in stores) * loop.extent > GATHER_BUDGET:
+        # Gathering the lanes of a loop over a flattened many-dimensional tensor took
+        # LLVM seconds per kernel (64 lanes x large index arithmetic); as a plain loop it
+        # compiles in a fraction of that and LLVM's vectorizer still decides on SIMD.
+        return False
     VectorEmitter(em, b, loop.var, loop.extent).emit(stores, cond)
     return True
+
+
+GATHER_BUDGET = 8192
+"""Most index-expression nodes x lanes the non-affine loads of one vector loop may cost."""
+
+
+def _gather_cost(e: Expr, var: Var) -> int:
+    """Index-expression nodes of the loads in ``e`` whose index is not affine in ``var``
+    (div/mod of a flattened loop, a run-time index): each is emitted as one vector of
+    per-lane addresses, in vector integer arithmetic that LLVM mostly scalarizes."""
+    from tensorsmith.ir.te.visit import walk
+
+    return sum(sum(1 for _ in walk(x.indices[0])) for x in walk(e)
+               if isinstance(x, Load) and stride_of(x.indices[0], var) is None)
 
 
 class VectorEmitter:
@@ -92,6 +111,11 @@ class VectorEmitter:
             self.mask = self.em._as_bool(b, m)
         for s in stores:
             value = self.expr(s.value)
+            if s.buffer.dtype == "bool":  # i1 in registers, one byte in memory
+                value = self.em._as_bool(b, value)
+                wide = isinstance(value.type, ir.VectorType)
+                value = b.zext(value, ir.VectorType(ir.IntType(8), self.lanes) if wide
+                               else ir.IntType(8))
             vty = ir.VectorType(_elem(s.buffer.dtype), self.lanes)
             value = self.splat(value, vty)
             self.em.vars[id(self.var)] = zero
@@ -150,7 +174,7 @@ class VectorEmitter:
             step = stride_of(e.indices[0], self.var)
             if step in (2, 3, 4) and buf.dtype != "bool" and buf.scope != "local":  # type: ignore[union-attr]
                 return self.strided_load(e, step)
-            return self.per_lane(e)
+            return self.gather(e, step)
         if isinstance(e, Binary | Select | Cast | Call):
             return self.per_node(e)
         return self.per_lane(e)
@@ -197,6 +221,36 @@ class VectorEmitter:
         values = [self.splat(v, ir.VectorType(v.type, self.lanes))
                   if not isinstance(v.type, ir.VectorType) else v for v in values]
         return self.em.expr_with(self.b, e, values)
+
+    def gather(self, e: Load, step: int | None) -> ir.Value:
+        """A load at per-lane addresses: the index as one vector, then a scalar load per
+        lane. An affine index is its lane-0 value plus constant lane offsets; any other
+        is evaluated with vector arithmetic. Emitting the whole index expression once per
+        lane (what ``per_lane`` does) made compile time grow with lanes x index size: a
+        gather from a 7-D tensor took 20 s to emit at 64 lanes."""
+        b = self.b
+        if step is not None:
+            self.em.vars[id(self.var)] = ir.Constant(ir.IntType(64), 0)
+            first = self.em.expr(b, e.indices[0])
+            offsets = ir.Constant(ir.VectorType(ir.IntType(64), self.lanes),
+                                  [step * i for i in range(self.lanes)])
+            index = b.add(self.splat(first, offsets.type), offsets)
+        else:
+            index = self.expr(e.indices[0])
+        if not isinstance(index.type, ir.VectorType):
+            return self.per_lane(e)
+        buf = e.buffer
+        elem = _elem(buf.dtype)  # type: ignore[union-attr]
+        base = self.em.bufs[id(buf)]
+        vec: ir.Value = ir.Constant(ir.VectorType(elem, self.lanes), ir.Undefined)
+        for i in range(self.lanes):
+            lane = ir.Constant(ir.IntType(32), i)
+            addr = b.gep(base, [b.extract_element(index, lane)], inbounds=True,
+                         source_etype=elem)
+            vec = b.insert_element(vec, b.load(addr, typ=elem), lane)
+        if buf.dtype == "bool":  # type: ignore[union-attr]
+            return b.trunc(vec, ir.VectorType(ir.IntType(1), self.lanes))
+        return vec
 
     def per_lane(self, e: Expr) -> ir.Value:
         b = self.b

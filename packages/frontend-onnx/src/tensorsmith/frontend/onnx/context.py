@@ -16,7 +16,7 @@ which runs after the binding.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,17 @@ from .dtypes import check_numpy_dtype
 FOLD_LIMIT = 4096
 """Ops whose inputs and outputs are constants of at most this many elements are folded at
 import; larger constant work (transposing a weight) is left to the folding pass."""
+
+
+class ConstantRequiredError(ModelError):
+    """A converter needs a value at import time (a Reshape's shape, a Slice's bounds) that
+    the model computes at run time; ``value_name`` is the ONNX name of that value, so a
+    caller that knows it (ONNX's backend tests feed such operands as graph inputs) can
+    freeze it into the model and import again."""
+
+    def __init__(self, message: str, value_name: str) -> None:
+        super().__init__(message)
+        self.value_name = value_name
 
 
 def constant_value(name: str, data: np.ndarray) -> Value:
@@ -54,6 +65,9 @@ class ImportState:
         self.reserved = set(reserved)  # every ONNX value name: never given to our values
         self.used: set[str] = set(reserved)
         self.weights: set[int] = set()  # uids of initializers (build may rebind them)
+        # converts a subgraph (an If branch) in place and returns its outputs; the
+        # importer sets it
+        self.inline: Callable[[onnx.GraphProto, str], list[Value]] | None = None
 
     def fresh(self, base: str) -> str:
         """A name taken by no ONNX value and no value made so far."""
@@ -107,9 +121,10 @@ class NodeContext:
         """Input ``i`` as an array: it must be known at import time (``what`` names it)."""
         v = self.input(i)
         if v.data is None:
-            raise self.error(f"input {i} ({what}) must be a constant known at import time "
-                             f"(an initializer, a Constant, or computed from shapes), but "
-                             f"'{self.node.input[i]}' is only known at run time")
+            raise ConstantRequiredError(
+                f"{self.where}: input {i} ({what}) must be a constant known at import time "
+                f"(an initializer, a Constant, or computed from shapes), but "
+                f"'{self.node.input[i]}' is only known at run time", self.node.input[i])
         return v.data
 
     def optional_constant(self, i: int, what: str) -> np.ndarray | None:

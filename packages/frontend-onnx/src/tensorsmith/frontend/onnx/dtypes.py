@@ -1,7 +1,7 @@
 """ONNX element types and the NumPy dtype names the graph IR uses.
 
-Only the types every backend can hold are mapped; anything else (strings, bfloat16,
-float8, unsigned 16/32/64-bit, complex) is refused at import with the type's ONNX name,
+Only the types NumPy and the llvm target hold are mapped; anything else (strings,
+bfloat16, float8, 4-bit integers, complex) is refused at import with the type's ONNX name,
 rather than surfacing later as a codegen failure.
 """
 
@@ -20,6 +20,9 @@ ONNX_TO_NUMPY: dict[int, str] = {
     TensorProto.INT16: "int16",
     TensorProto.INT8: "int8",
     TensorProto.UINT8: "uint8",
+    TensorProto.UINT16: "uint16",
+    TensorProto.UINT32: "uint32",
+    TensorProto.UINT64: "uint64",
     TensorProto.BOOL: "bool",
 }
 NUMPY_TO_ONNX: dict[str, int] = {v: k for k, v in ONNX_TO_NUMPY.items()}

@@ -72,11 +72,8 @@ class _GraphImporter:
         self.graph = graph
         self.opsets = opsets
         self.source = source
-        reserved = {vi.name for vi in graph.input} | {vi.name for vi in graph.output}
-        reserved |= {t.name for t in graph.initializer}
-        for node in graph.node:
-            reserved.update(n for n in (*node.input, *node.output) if n)
-        self.state = ImportState(graph.name, reserved)
+        self.state = ImportState(graph.name, _names(graph))
+        self.state.inline = self._inline
 
     def run(self, shape: Mapping[str, Sequence[int]] | None) -> tuple[Graph, dict[str, np.ndarray]]:
         params = self._initializers()
@@ -133,6 +130,19 @@ class _GraphImporter:
             if name and v is not None:
                 self.state.env[name] = v
 
+    def _inline(self, graph: onnx.GraphProto, where: str) -> list[Value]:
+        """Convert a subgraph's nodes in place (an If branch chosen at import) and return
+        its outputs; it reads outer values by name, as ONNX's scoping allows."""
+        if len(graph.initializer) or len(graph.sparse_initializer):
+            raise ModelError(f"{where}: subgraphs with initializers are not supported")
+        check_supported(graph, self.opsets, f"{where}: its subgraph")
+        for index, node in enumerate(graph.node):
+            self._convert(index, node)
+        missing = [o.name for o in graph.output if o.name not in self.state.env]
+        if missing:
+            raise ModelError(f"{where}: the subgraph never produces {', '.join(missing)}")
+        return [self.state.env[o.name] for o in graph.output]
+
     def _output(self, name: str) -> Value:
         """The value of graph output ``name``, named ``name`` (a copy where aliased)."""
         v = self.state.env.get(name)
@@ -142,3 +152,18 @@ class _GraphImporter:
             return v
         return self.state.builder.add("copy", [v], {}, name=name, out_names=[name],
                                       where=f"graph output '{name}'")[0]
+
+
+def _names(graph: onnx.GraphProto) -> set[str]:
+    """Every value name of ``graph`` and its subgraphs (never given to new values)."""
+    names = {vi.name for vi in (*graph.input, *graph.output)}
+    names |= {t.name for t in graph.initializer}
+    for node in graph.node:
+        names.update(n for n in (*node.input, *node.output) if n)
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                names |= _names(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    names |= _names(g)
+    return names

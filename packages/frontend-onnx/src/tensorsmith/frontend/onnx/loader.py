@@ -15,8 +15,13 @@ from tensorsmith.ir.errors import ModelError
 
 from .registry import canonical_domain
 
-MIN_OPSET = 7
-MAX_OPSET = 21
+MIN_OPSET = 1
+"""Converters are registered per operator version (``since``), so an operator whose old
+versions mean something else (Add's ``broadcast`` attribute before opset 7) has no
+converter at those opsets and is reported as unsupported by name."""
+MAX_OPSET = 28
+"""The newest opset of onnx 1.23, whose node test cases (each at its operator's newest
+version) run against the llvm target in CI: see docs/onnx-conformance.md."""
 _TWO_GB = 2**31
 
 

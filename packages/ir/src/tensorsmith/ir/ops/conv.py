@@ -151,11 +151,13 @@ def _pool_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarr
         pads = attrs.get("pads", [0, 0, 0, 0])
         h, w = x.shape[2] + pads[0] + pads[2], x.shape[3] + pads[1] + pads[3]
         strides = attrs.get("strides", [1, 1])
+        dil = attrs.get("dilations", [1, 1])
         oh, ow = vals.shape[2], vals.shape[3]
         ys = np.arange(oh) * strides[0]
         xs = np.arange(ow) * strides[1]
-        cy = np.minimum(ys + kh, h) - ys
-        cx = np.minimum(xs + kw, w) - xs
+        # taps of a dilated window inside the padded input (as the compute counts them)
+        cy = (np.minimum(ys + (kh - 1) * dil[0] + 1, h) - ys + dil[0] - 1) // dil[0]
+        cx = (np.minimum(xs + (kw - 1) * dil[1] + 1, w) - xs + dil[1] - 1) // dil[1]
         count = cy[:, None] * cx[None, :]
     else:
         count = mask.sum(axis=-1)

@@ -105,12 +105,19 @@ def binary_op(name: str, comparison: bool = False) -> None:
             if name == "pow" and integer:  # exact for the integer results int pow can hold
                 return cast(a.dtype, binary("pow", cast("float64", x), cast("float64", y)))
             if name == "mod":
-                return binary("fmod" if attrs.get("fmod") or not integer else "floormod", x, y)
+                if attrs.get("fmod"):
+                    return binary("fmod", x, y)
+                return binary("floormod", x, y) if integer else _float_mod(x, y)
+            if name in ("shl", "shr"):
+                return _shift(name, x, y)
             return binary(name, x, y)
 
         return [te.compute(out[0].shape, element, name=tag, tag=name)]
 
     def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
+        if name in ("shl", "shr"):
+            return [_np_shift(name, arrays[0], arrays[1])]
+        fn: Callable[[np.ndarray, np.ndarray], np.ndarray]
         if name == "mod":
             fn = np.fmod if attrs.get("fmod") else np.mod
         else:
@@ -119,6 +126,37 @@ def binary_op(name: str, comparison: bool = False) -> None:
         return [r if comparison else r.astype(arrays[0].dtype, copy=False)]
 
     register(name, Pattern.BROADCAST, infer, reference, compute, num_inputs=(2, 2))
+
+
+def _float_mod(x: Expr, y: Expr) -> Expr:
+    """NumPy's float mod (the divisor's sign) from C's fmod, so that infinite divisors and
+    signed zeros come out as NumPy has them (x - floor(x / y) * y gives NaN for y = inf)."""
+    zero = const(0.0, x.dtype)
+    r = binary("fmod", x, y)
+    fix = r.ne(zero) & (r < zero).ne(y < zero)
+    r = select(fix, r + y, r)
+    return select(r.eq(zero), select(y < zero, const(-0.0, x.dtype), zero), r)
+
+
+def _shift(name: str, x: Expr, y: Expr) -> Expr:
+    """Shifts by amounts outside [0, bits) saturate (ONNX BitShift): a left shift gives 0,
+    a right shift the sign fill (0 for unsigned types); LLVM leaves them undefined."""
+    bits = np.dtype(x.dtype).itemsize * 8
+    inside = (y >= const(0, y.dtype)) & (y < const(bits, y.dtype))
+    shifted = binary(name, x, select(inside, y, const(0, y.dtype)))
+    if name == "shl" or not x.dtype.startswith("int"):
+        return select(inside, shifted, const(0, x.dtype))
+    return select(inside, shifted, binary("shr", x, const(bits - 1, x.dtype)))
+
+
+def _np_shift(name: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    bits = x.dtype.itemsize * 8
+    inside = (y >= 0) & (y < bits)
+    safe = np.where(inside, y, 0).astype(x.dtype)
+    if name == "shl":
+        return np.where(inside, np.left_shift(x, safe), 0).astype(x.dtype)
+    fill = np.right_shift(x, bits - 1) if x.dtype.kind == "i" else np.zeros_like(x)
+    return np.where(inside, np.right_shift(x, safe), fill).astype(x.dtype)
 
 
 def _trunc_div(x: Expr, y: Expr) -> Expr:
@@ -167,3 +205,22 @@ def _where_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType],
 
 register("where", Pattern.BROADCAST, _where_infer,
          lambda arrays, attrs: [np.where(*arrays)], _where_compute, num_inputs=(3, 3))
+
+
+def _bitcast_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
+    x = inputs[0]
+    check(np.dtype(x.dtype).itemsize == np.dtype(attrs["dtype"]).itemsize,
+          f"bitcast needs types of one width, got {x.dtype} and {attrs['dtype']}")
+    return [TensorType(x.shape, attrs["dtype"])]
+
+
+def _bitcast_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: str
+                     ) -> list[te.Tensor]:
+    x = inputs[0]
+    return [te.compute(x.shape, lambda *i: call("bitcast", x[i], dtype=attrs["dtype"]),
+                       name=tag, tag="bitcast")]
+
+
+register("bitcast", Pattern.ELEMWISE, _bitcast_infer,
+         lambda arrays, attrs: [arrays[0].copy(order="C").view(attrs["dtype"])],  # keeps 0-d
+         _bitcast_compute)

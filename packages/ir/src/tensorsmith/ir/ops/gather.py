@@ -72,9 +72,11 @@ def _elements_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorTy
     check(len(data.shape) == len(indices.shape) > 0,
           f"gather_elements takes data and indices of one rank >= 1, got {list(data.shape)} "
           f"and {list(indices.shape)}")
+    axis = _axis(attrs, len(data.shape))
+    check(all(k <= n for d, (k, n) in enumerate(zip(indices.shape, data.shape)) if d != axis),
+          f"gather_elements indices {list(indices.shape)} exceed the data {list(data.shape)}")
     check(indices.dtype in ("int64", "int32"), f"indices must be int64 or int32, got "
           f"{indices.dtype}")
-    _axis(attrs, len(data.shape))
     return [TensorType(indices.shape, data.dtype)]
 
 
@@ -83,7 +85,9 @@ def _elements_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.n
     axis = _axis(attrs, data.ndim)
     n = data.shape[axis]
     idx = np.where(indices < 0, indices + n, indices).astype(np.int64)
-    return [np.take_along_axis(data, idx, axis=axis)]
+    # indices may be smaller than the data on the other axes: those read a corner
+    corner = tuple(slice(None) if d == axis else slice(0, k) for d, k in enumerate(idx.shape))
+    return [np.take_along_axis(data[corner], idx, axis=axis)]
 
 
 def _elements_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: str

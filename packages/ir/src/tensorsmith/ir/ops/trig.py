@@ -5,9 +5,12 @@ lowers to an LLVM intrinsic or libm."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from ..te.expr import call
+from ..op_registry import Attrs
+from ..te.expr import Expr, call
 from .elementwise import unary
 
 unary("sin", lambda x, a: call("sin", x), lambda x, a: np.sin(x))
@@ -16,5 +19,15 @@ unary("cos", lambda x, a: call("cos", x), lambda x, a: np.cos(x))
 _NUMPY = {"tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
           "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh,
           "atanh": np.arctanh}
+
+
+def _libm(fn: str) -> Callable[[Expr, Attrs], Expr]:
+    return lambda x, a: call(fn, x)
+
+
+def _numpy(f: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray, Attrs], np.ndarray]:
+    return lambda x, a: f(x)
+
+
 for _fn, _np in _NUMPY.items():
-    unary(_fn, lambda x, a, fn=_fn: call(fn, x), lambda x, a, f=_np: f(x))
+    unary(_fn, _libm(_fn), _numpy(_np))

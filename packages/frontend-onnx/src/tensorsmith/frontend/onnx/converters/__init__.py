@@ -2,12 +2,22 @@
 
 from . import (  # noqa: F401
     activations,
+    attention,
     constants,
+    control,
     conv,
     elementwise,
+    indexing,
+    linalg,
+    losses,
     nn,
     normalization,
+    quantize,
     recurrent,
     reduce,
+    resize,
+    sampling,
     shape,
+    signal,
+    text,
 )

@@ -120,3 +120,32 @@ def convert_gelu(ctx: NodeContext) -> Value:
     else:
         raise ctx.error(f"approximate={approximate!r} is not 'none' or 'tanh'")
     return ctx.add("mul", [half_x, ctx.add("add", [ctx.scalar(1.0, x), t])])
+
+
+def swish(ctx: NodeContext, x: Value, alpha: float) -> Value:
+    """x * sigmoid(alpha * x)."""
+    return ctx.add("mul", [x, ctx.add("sigmoid", [_mul(ctx, x, alpha)])])
+
+
+@converter("Swish", since=24)
+def convert_swish(ctx: NodeContext) -> Value:
+    return swish(ctx, ctx.input(0), float(ctx.attr("alpha", 1.0)))
+
+
+@converter("SwiGLU", since=28)
+def convert_swiglu(ctx: NodeContext) -> Value:
+    a, b = ctx.input(0), ctx.input(1)
+    if a.shape != b.shape:
+        raise ctx.error(f"A {list(a.shape)} and B {list(b.shape)} must have one shape")
+    return ctx.add("mul", [swish(ctx, a, float(ctx.attr("alpha", 1.0))), b])
+
+
+@converter("Shrink", since=9)
+def convert_shrink(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    lambd, bias = float(ctx.attr("lambd", 0.5)), float(ctx.attr("bias", 0.0))
+    low = ctx.add("lt", [x, ctx.scalar(-lambd, x)])
+    high = ctx.add("gt", [x, ctx.scalar(lambd, x)])
+    up = ctx.add("add", [x, ctx.scalar(bias, x)])
+    down = ctx.add("sub", [x, ctx.scalar(bias, x)])
+    return ctx.add("where", [low, up, ctx.add("where", [high, down, ctx.scalar(0, x)])])

@@ -205,10 +205,36 @@ converter("Min", since=6)(_variadic("min"))
 
 @converter("Mod", since=10)
 def convert_mod(ctx: NodeContext) -> Value:
-    """Constant operands only (index arithmetic in shape subgraphs): there is no runtime
-    mod op yet."""
-    a, b = ctx.constant(0, "A"), ctx.constant(1, "B")
-    fmod = int(ctx.attr("fmod", 0))
-    with np.errstate(all="ignore"):
-        result = np.fmod(a, b) if fmod else np.mod(a, b)
-    return ctx.const(np.asarray(result).astype(a.dtype), hint="mod")
+    """``fmod=0`` takes the divisor's sign (Python's %), ``fmod=1`` the dividend's (C's
+    fmod); floats need fmod=1 before opset 28."""
+    a, fmod = ctx.input(0), int(ctx.attr("fmod", 0))
+    if not fmod and a.dtype.startswith("float") and ctx.opset < 28:
+        raise ctx.error("Mod of floating-point tensors needs fmod=1 before opset 28")
+    return ctx.add("mod", [a, ctx.input(1)], {"fmod": fmod})
+
+
+@converter("BitShift", since=11)
+def convert_bit_shift(ctx: NodeContext) -> Value:
+    direction = ctx.required_attr("direction")
+    if direction not in ("LEFT", "RIGHT"):
+        raise ctx.error(f"direction must be LEFT or RIGHT, got {direction!r}")
+    return ctx.add("shl" if direction == "LEFT" else "shr", [ctx.input(0), ctx.input(1)])
+
+
+for _onnx, _op in {"BitwiseAnd": "bitand", "BitwiseOr": "bitor", "BitwiseXor": "bitxor"}.items():
+    converter(_onnx, since=18)(_binary(_op))
+converter("BitwiseNot", since=18)(_unary("bitnot"))
+converter("Round", since=11)(_unary("round"))
+for _onnx in ("Tan", "Asin", "Acos", "Atan"):
+    converter(_onnx, since=7)(_unary(_onnx.lower()))
+for _onnx in ("Sinh", "Cosh", "Asinh", "Acosh", "Atanh"):
+    converter(_onnx, since=9)(_unary(_onnx.lower()))
+
+
+@converter("BitCast", since=26)
+def convert_bitcast(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    dtype = to_numpy_dtype(int(ctx.required_attr("to")), f"{ctx.where}: the target type")
+    if np.dtype(dtype).itemsize != np.dtype(x.dtype).itemsize:
+        raise ctx.error(f"{x.dtype} and {dtype} differ in width")
+    return x if dtype == x.dtype else ctx.add("bitcast", [x], {"dtype": dtype})

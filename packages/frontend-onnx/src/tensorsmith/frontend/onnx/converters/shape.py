@@ -330,3 +330,32 @@ def convert_space_to_depth(ctx: NodeContext) -> Value:
     else:
         y = transpose(ctx, y, (0, 3, 5, 1, 2, 4))
     return reshape(ctx, y, (n, c * b * b, h // b, w // b))
+
+
+@converter("CenterCropPad", since=18)
+def convert_center_crop_pad(ctx: NodeContext) -> Value:
+    """Crop or zero-pad each listed axis to the wanted size around its centre (an odd
+    difference leaves the extra element at the end)."""
+    x = ctx.input(0)
+    wanted = ints(ctx.constant(1, "shape"))
+    rank = len(x.shape)
+    axes = ctx.attr("axes")
+    axes = list(range(rank)) if axes is None else normalize_axes(ctx, list(axes), rank)
+    if len(wanted) != len(axes):
+        raise ctx.error(f"shape {wanted} needs one size per axis {axes}")
+    begin, end = [0] * rank, list(x.shape)
+    before, after = [0] * rank, [0] * rank
+    for a, size in zip(axes, wanted):
+        dim = x.shape[a]
+        if size < dim:
+            begin[a] = (dim - size) // 2
+            end[a] = begin[a] + size
+        elif size > dim:
+            before[a] = (size - dim) // 2
+            after[a] = size - dim - before[a]
+    if begin != [0] * rank or end != list(x.shape):
+        x = ctx.add("slice", [x], {"begin": begin, "end": end, "step": [1] * rank})
+    if any(before) or any(after):
+        x = ctx.add("pad", [x], {"before": before, "after": after, "mode": "constant",
+                                 "value": 0})
+    return x

@@ -1,0 +1,180 @@
+"""Indexing ops with run-time indices: GatherElements, GatherND, the scatters
+(ScatterElements, Scatter, ScatterND, TensorScatter), running sums and products (CumSum,
+CumProd), TopK, Compress and ReverseSequence.
+
+The data and the indices are run-time tensors. What decides an output *shape* (TopK's
+k, CumSum's axis, Compress's condition) must be a constant, as everywhere in a graph of
+static shapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from tensorsmith.ir.graph import Value
+
+from ..context import NodeContext
+from ..registry import converter
+from .common import normalize_axis, reshape
+
+
+def _index(ctx: NodeContext, v: Value) -> Value:
+    return v if v.dtype in ("int64", "int32") else ctx.add("cast", [v], {"dtype": "int64"})
+
+
+@converter("GatherElements", since=11)
+def convert_gather_elements(ctx: NodeContext) -> Value:
+    data, indices = ctx.input(0), _index(ctx, ctx.input(1))
+    axis = normalize_axis(ctx, int(ctx.attr("axis", 0)), len(data.shape))
+    return ctx.add("gather_elements", [data, indices], {"axis": axis})
+
+
+@converter("GatherND", since=11)
+def convert_gather_nd(ctx: NodeContext) -> Value:
+    data, indices = ctx.input(0), _index(ctx, ctx.input(1))
+    return ctx.add("gather_nd", [data, indices],
+                   {"batch_dims": int(ctx.attr("batch_dims", 0)) if ctx.opset >= 12 else 0})
+
+
+def _reduction(ctx: NodeContext) -> str:
+    reduction = str(ctx.attr("reduction", "none"))
+    if reduction not in ("none", "add", "mul", "max", "min"):
+        raise ctx.error(f"unknown reduction {reduction!r}")
+    return reduction
+
+
+@converter(["ScatterElements", "Scatter"], since=9)
+def convert_scatter_elements(ctx: NodeContext) -> Value:
+    data, indices, updates = ctx.input(0), _index(ctx, ctx.input(1)), ctx.input(2)
+    axis = normalize_axis(ctx, int(ctx.attr("axis", 0)), len(data.shape))
+    return ctx.add("scatter_elements", [data, indices, updates],
+                   {"axis": axis, "reduction": _reduction(ctx)})
+
+
+@converter("ScatterND", since=11)
+def convert_scatter_nd(ctx: NodeContext) -> Value:
+    data, indices, updates = ctx.input(0), _index(ctx, ctx.input(1)), ctx.input(2)
+    return ctx.add("scatter_nd", [data, indices, updates], {"reduction": _reduction(ctx)})
+
+
+@converter("TensorScatter", since=24)
+def convert_tensor_scatter(ctx: NodeContext) -> Value:
+    """A KV-cache write: ``update`` lands in ``past`` at ``write_indices[b]`` along
+    ``axis`` (wrapping around with mode="circular"). Computed from the cache's side:
+    position p takes update[p - w[b]] where that is inside the update."""
+    past, update = ctx.input(0), ctx.input(1)
+    given = ctx.optional_input(2)
+    rank = len(past.shape)
+    axis = normalize_axis(ctx, int(ctx.attr("axis", -2)), rank)
+    same = all(u == p for d, (u, p) in enumerate(zip(update.shape, past.shape)) if d != axis)
+    if axis == 0 or len(update.shape) != rank or not same:
+        raise ctx.error(f"needs an update shaped like the cache {list(past.shape)} but on "
+                        f"axis {axis} (after the batch), got {list(update.shape)}")
+    size, length = past.shape[axis], update.shape[axis]
+    batch = past.shape[0]
+    w = ctx.const(np.zeros(batch, np.int64), hint="write") if given is None else \
+        _index(ctx, given)
+    if w.dtype != "int64":
+        w = ctx.add("cast", [w], {"dtype": "int64"})
+    w = reshape(ctx, w, [batch] + [1] * (rank - 1))
+    positions = ctx.const(np.arange(size, dtype=np.int64).reshape(
+        [size if d == axis else 1 for d in range(rank)]), hint="positions")
+    offset = ctx.add("sub", [positions, w])
+    if ctx.attr("mode", "linear") == "circular":
+        size_c = ctx.const(np.int64(size), hint="size")
+        offset = ctx.add("mod", [ctx.add("add", [offset, size_c]), size_c], {"fmod": 0})
+    zero = ctx.const(np.int64(0), hint="zero")
+    inside = ctx.add("and", [ctx.add("ge", [offset, zero]),
+                             ctx.add("lt", [offset, ctx.const(np.int64(length))])])
+    clamped = ctx.add("min", [ctx.add("max", [offset, zero]),
+                              ctx.const(np.int64(max(length - 1, 0)))])
+    index = ctx.add("expand", [clamped], {"shape": list(past.shape)})
+    picked = ctx.add("gather_elements", [update, index], {"axis": axis})
+    return ctx.add("where", [inside, picked, past])
+
+
+def _cumulative(op: str) -> Callable[[NodeContext], Value]:
+    def convert(ctx: NodeContext) -> Value:
+        x = ctx.input(0)
+        axis = normalize_axis(ctx, int(np.asarray(ctx.constant(1, "axis")).reshape(-1)[0]),
+                              len(x.shape))
+        return ctx.add(op, [x], {"axis": axis, "exclusive": int(ctx.attr("exclusive", 0)),
+                                 "reverse": int(ctx.attr("reverse", 0))})
+
+    return convert
+
+
+converter("CumSum", since=11)(_cumulative("cumsum"))
+converter("CumProd", since=26)(_cumulative("cumprod"))
+
+
+@converter("TopK", since=10)
+def convert_topk(ctx: NodeContext) -> list[Value]:
+    x = ctx.input(0)
+    k = int(np.asarray(ctx.constant(1, "K")).reshape(-1)[0])
+    axis = normalize_axis(ctx, int(ctx.attr("axis", -1)), len(x.shape))
+    if not 0 <= k <= x.shape[axis]:
+        raise ctx.error(f"K={k} for an axis of {x.shape[axis]}")
+    largest = int(ctx.attr("largest", 1)) if ctx.opset >= 11 else 1
+    return ctx.add_multi("topk", [x], {"k": k, "axis": axis, "largest": largest})
+
+
+@converter("Compress", since=9)
+def convert_compress(ctx: NodeContext) -> Value:
+    """The condition decides the output's shape, so it must be a constant: the result is
+    a Gather of the selected positions (of the flattened input without ``axis``)."""
+    x = ctx.input(0)
+    condition = np.asarray(ctx.constant(1, "condition")).reshape(-1).astype(bool)
+    axis = ctx.attr("axis")
+    if axis is None:
+        x = reshape(ctx, x, (int(np.prod(x.shape, dtype=np.int64)),))
+        axis = 0
+    axis = normalize_axis(ctx, int(axis), len(x.shape))
+    if condition.size > x.shape[axis]:
+        raise ctx.error(f"condition has {condition.size} entries for an axis of "
+                        f"{x.shape[axis]}")
+    picked = np.nonzero(condition)[0].astype(np.int64)
+    return ctx.add("gather", [x, ctx.const(picked, hint="picked")], {"axis": axis})
+
+
+@converter("ReverseSequence", since=10)
+def convert_reverse_sequence(ctx: NodeContext) -> Value:
+    """out[t] = x[len - 1 - t] for t < len (per batch entry), x[t] beyond: a
+    GatherElements with indices computed from the run-time lengths."""
+    x, lengths = ctx.input(0), _index(ctx, ctx.input(1))
+    if len(x.shape) < 2:
+        raise ctx.error(f"needs an input of rank >= 2, got {list(x.shape)}")
+    batch_axis = int(ctx.attr("batch_axis", 1))
+    time_axis = int(ctx.attr("time_axis", 0))
+    if {batch_axis, time_axis} != {0, 1}:
+        raise ctx.error(f"batch_axis and time_axis must be 0 and 1, got {batch_axis}, "
+                        f"{time_axis}")
+    rank = len(x.shape)
+    steps = x.shape[time_axis]
+    t = ctx.const(np.arange(steps, dtype=np.int64).reshape(
+        [steps if d == time_axis else 1 for d in range(rank)]), hint="steps")
+    n = lengths if lengths.dtype == "int64" else ctx.add("cast", [lengths], {"dtype": "int64"})
+    n = reshape(ctx, n, [x.shape[batch_axis] if d == batch_axis else 1 for d in range(rank)])
+    flipped = ctx.add("sub", [ctx.add("sub", [n, ctx.const(np.int64(1))]), t])
+    index = ctx.add("where", [ctx.add("lt", [t, n]), flipped, t])
+    index = ctx.add("expand", [index], {"shape": list(x.shape)})
+    return ctx.add("gather_elements", [x, index], {"axis": time_axis})
+
+
+def hardmax_mask(ctx: NodeContext, x: Value, axis: int) -> Value:
+    """True at the first maximum along ``axis``."""
+    first = ctx.add("argmax", [x], {"axis": axis, "keepdims": True})
+    n = x.shape[axis]
+    positions = ctx.const(np.arange(n, dtype=np.int64).reshape(
+        [n if d == axis else 1 for d in range(len(x.shape))]), hint="positions")
+    return ctx.add("eq", [first, positions])
+
+
+@converter("Hardmax", since=13)
+def convert_hardmax(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    axis = normalize_axis(ctx, int(ctx.attr("axis", -1)), len(x.shape))
+    return ctx.add("cast", [hardmax_mask(ctx, x, axis)], {"dtype": x.dtype})
+

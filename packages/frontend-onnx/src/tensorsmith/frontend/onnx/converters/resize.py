@@ -1,0 +1,123 @@
+"""Resize (opset 11+) and the deprecated Upsample: one constant weight matrix per resized
+axis (see :mod:`..resize_weights`), applied as a gather when every output takes exactly
+one input (nearest) and as a matrix product otherwise.
+
+``roi``, ``scales`` and ``sizes`` decide the output shape, so they must be constants.
+The arithmetic runs in float32 (float64 for float64 data); float16 data is widened for it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tensorsmith.ir.graph import Value
+
+from .. import resize_weights as rw
+from ..context import NodeContext
+from ..registry import converter
+from .common import normalize_axes, reshape
+
+
+def _along_axis(ctx: NodeContext, x: Value, axis: int, weights: rw.AxisWeights,
+                fill: float) -> Value:
+    m = weights.matrix
+    out_len, in_len = m.shape
+    one_hot = bool(np.all(np.isin(m, (0.0, 1.0))) and np.all(m.sum(axis=1) == 1))
+    if one_hot and weights.extrapolated is None:
+        picked = np.argmax(m, axis=1).astype(np.int64)
+        return ctx.add("gather", [x, ctx.const(picked, hint="picked")], {"axis": axis})
+    pre = int(np.prod(x.shape[:axis], dtype=np.int64))
+    post = int(np.prod(x.shape[axis + 1:], dtype=np.int64))
+    view = reshape(ctx, x, (pre, in_len, post))
+    y = ctx.add("matmul", [ctx.const(m.astype(x.dtype), hint="weights"), view])
+    y = reshape(ctx, y, (*x.shape[:axis], out_len, *x.shape[axis + 1:]))
+    if weights.extrapolated is not None:
+        mask = weights.extrapolated.reshape([out_len if d == axis else 1
+                                             for d in range(len(x.shape))])
+        y = ctx.add("where", [ctx.const(mask, hint="outside"),
+                              ctx.const(np.asarray(fill, x.dtype), hint="fill"), y])
+    return y
+
+
+def resize(ctx: NodeContext, x: Value, scales: list[float] | None, sizes: list[int] | None,
+           roi: list[float] | None, axes: list[int] | None) -> Value:
+    rank = len(x.shape)
+    mode = str(ctx.attr("mode", "nearest"))
+    transform = str(ctx.attr("coordinate_transformation_mode", "half_pixel"))
+    antialias = bool(ctx.attr("antialias", 0))
+    if mode == "nearest" and antialias:
+        raise ctx.error("antialias is not defined for mode 'nearest'")
+    axes = list(range(rank)) if axes is None else normalize_axes(ctx, axes, rank)
+    full_scales = full_sizes = None
+    if scales is not None:
+        full_scales = [1.0] * rank
+        for i, a in enumerate(axes):
+            full_scales[a] = scales[i]
+    if sizes is not None:
+        full_sizes = list(x.shape)
+        for i, a in enumerate(axes):
+            full_sizes[a] = sizes[i]
+    full_roi = None
+    if roi is not None and len(roi):
+        full_roi = [0.0] * rank + [1.0] * rank
+        for i, a in enumerate(axes):
+            full_roi[a], full_roi[rank + a] = roi[i], roi[len(axes) + i]
+    policy = str(ctx.attr("keep_aspect_ratio_policy", "stretch"))
+    try:
+        factors, out_shape = rw.output_geometry(x.shape, full_scales, full_sizes, policy, axes)
+        coeffs = rw.coefficient_fn(mode, str(ctx.attr("nearest_mode", "round_prefer_floor")),
+                                   float(ctx.attr("cubic_coeff_a", -0.75)), antialias)
+    except ValueError as e:
+        raise ctx.error(str(e)) from None
+    dtype = x.dtype
+    y = x
+    if dtype not in ("float32", "float64") and mode != "nearest":
+        y = ctx.add("cast", [x], {"dtype": "float32"})
+    for a in axes:
+        axis_roi = None if full_roi is None else [full_roi[a], full_roi[rank + a]]
+        if (math.isclose(factors[a], 1.0) and out_shape[a] == x.shape[a]
+                and (axis_roi is None or (math.isclose(axis_roi[0], 0.0)
+                                          and math.isclose(axis_roi[1], 1.0)))):
+            continue
+        try:
+            weights = rw.axis_weights(x.shape[a], out_shape[a], factors[a], coeffs, transform,
+                                      axis_roi, bool(ctx.attr("exclude_outside", 0)))
+        except ValueError as e:
+            raise ctx.error(str(e)) from None
+        y = _along_axis(ctx, y, a, weights, float(ctx.attr("extrapolation_value", 0.0)))
+    if y.dtype != dtype:
+        if not dtype.startswith("float"):
+            y = ctx.add("round", [y])  # saturate_cast rounds to nearest
+        y = ctx.add("cast", [y], {"dtype": dtype})
+    return y
+
+
+def _floats(a: np.ndarray | None) -> list[float] | None:
+    return None if a is None or a.size == 0 else [float(v) for v in a.reshape(-1)]
+
+
+@converter("Resize", since=11)
+def convert_resize(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    roi = _floats(ctx.optional_constant(1, "roi"))
+    scales = _floats(ctx.optional_constant(2, "scales"))
+    given = ctx.optional_constant(3, "sizes")
+    sizes = None if given is None or given.size == 0 else [int(v) for v in given.reshape(-1)]
+    if (scales is None) == (sizes is None):
+        raise ctx.error("exactly one of scales and sizes must be given")
+    axes = ctx.attr("axes") if ctx.opset >= 18 else None
+    return resize(ctx, x, scales, sizes, roi, None if axes is None else list(axes))
+
+
+@converter("Upsample", since=9)
+def convert_upsample(ctx: NodeContext) -> Value:
+    """Deprecated since opset 10; nearest with integer factors repeats elements."""
+    scales = _floats(ctx.constant(1, "scales"))
+    if ctx.attr("mode", "nearest") == "nearest" and scales is not None and \
+            any(s != int(s) for s in scales):
+        raise ctx.error(f"nearest Upsample needs integer scales, got {scales}")
+    ctx.attrs.setdefault("coordinate_transformation_mode", "asymmetric")
+    ctx.attrs.setdefault("nearest_mode", "floor")
+    return resize(ctx, ctx.input(0), scales, None, None, None)
