@@ -58,7 +58,8 @@ ENTRY_POINTS = {
     "tensorsmith": ("console_scripts", "tensorsmith", "tensorsmith.cli.main:main"),
 }
 NAMESPACES = ("tensorsmith", "tensorsmith/frontend", "tensorsmith/codegen")
-TEST_DEPS = ["pytest>=8", "pytest-xdist", "pytest-timeout", "onnxruntime", "distributed"]
+TEST_DEPS = ["pytest>=8", "pytest-xdist", "pytest-timeout", "onnxruntime", "distributed",
+             "onnx==1.23.2"]  # the conformance record is tied to this onnx
 # extras of the runtime the test sessions install, so the vulkan/opencl tests can run
 RUNTIME_EXTRAS = "[vulkan,opencl]"
 
