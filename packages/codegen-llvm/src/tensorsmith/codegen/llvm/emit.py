@@ -32,7 +32,7 @@ from tensorsmith.ir.te.stmt import (
     Stmt,
     Store,
 )
-from tensorsmith.ir.te.visit import free_vars, walk
+from tensorsmith.ir.te.visit import free_vars, stmt_exprs, walk, walk_stmts
 
 from .fastmath import INLINE_F32
 from .vectorize import try_vectorize
@@ -413,29 +413,10 @@ def _nonnegative(e: Expr) -> bool:
 
 def _stmt_free_vars(s: Stmt) -> list[Var]:
     seen: dict[int, Var] = {}
-
-    def add(e: Expr) -> None:
-        for v in free_vars(e):
-            seen.setdefault(id(v), v)
-
-    def visit(x: Stmt) -> None:
-        if isinstance(x, Seq):
-            for y in x.stmts:
-                visit(y)
-        elif isinstance(x, For):
-            visit(x.body)
-        elif isinstance(x, Store):
-            add(x.index)
-            add(x.value)
-        elif isinstance(x, IfThenElse):
-            add(x.cond)
-            visit(x.then)
-            if x.otherwise is not None:
-                visit(x.otherwise)
-        elif isinstance(x, Allocate):
-            visit(x.body)
-
-    visit(s)
+    for x in walk_stmts(s):
+        for e in stmt_exprs(x):
+            for v in free_vars(e):
+                seen.setdefault(id(v), v)
     return list(seen.values())
 
 

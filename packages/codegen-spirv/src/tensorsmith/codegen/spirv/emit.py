@@ -36,7 +36,7 @@ from tensorsmith.ir.te.stmt import (
     Stmt,
     Store,
 )
-from tensorsmith.ir.te.visit import walk
+from tensorsmith.ir.te.visit import stmt_exprs, walk, walk_stmts
 
 from . import mathlib
 from .builder import FunctionBuilder, ModuleBuilder
@@ -684,31 +684,11 @@ def _accesses(s: Stmt) -> tuple[set[int], set[int]]:
     """ids of the buffers ``s`` reads and writes."""
     reads: set[int] = set()
     writes: set[int] = set()
-
-    def expr(e: Expr) -> None:
-        for x in walk(e):
-            if isinstance(x, Load):
-                reads.add(id(x.buffer))
-
-    def visit(x: Stmt) -> None:
-        if isinstance(x, Seq):
-            for y in x.stmts:
-                visit(y)
-        elif isinstance(x, For):
-            visit(x.body)
-        elif isinstance(x, Store):
+    for x in walk_stmts(s):
+        if isinstance(x, Store):
             writes.add(id(x.buffer))
-            expr(x.index)
-            expr(x.value)
-        elif isinstance(x, IfThenElse):
-            expr(x.cond)
-            visit(x.then)
-            if x.otherwise is not None:
-                visit(x.otherwise)
-        elif isinstance(x, Allocate):
-            visit(x.body)
-
-    visit(s)
+        for e in stmt_exprs(x):
+            reads.update(id(y.buffer) for y in walk(e) if isinstance(y, Load))
     return reads, writes
 
 

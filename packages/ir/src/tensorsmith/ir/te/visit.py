@@ -84,3 +84,30 @@ def free_vars(e: Expr) -> list[Var]:
 
 def is_const(e: Expr, value: object = None) -> bool:
     return isinstance(e, Const) and (value is None or e.value == value)
+
+
+def walk_stmts(s: object) -> Iterator[object]:
+    """Every statement of a tensor-IR body, outermost first."""
+    from .stmt import Allocate, For, IfThenElse, Seq
+
+    yield s
+    if isinstance(s, Seq):
+        for x in s.stmts:
+            yield from walk_stmts(x)
+    elif isinstance(s, For | Allocate):
+        yield from walk_stmts(s.body)
+    elif isinstance(s, IfThenElse):
+        yield from walk_stmts(s.then)
+        if s.otherwise is not None:
+            yield from walk_stmts(s.otherwise)
+
+
+def stmt_exprs(s: object) -> tuple[Expr, ...]:
+    """The expressions a statement itself evaluates (not those of nested statements)."""
+    from .stmt import IfThenElse, Store
+
+    if isinstance(s, Store):
+        return (s.index, s.value)
+    if isinstance(s, IfThenElse):
+        return (s.cond,)
+    return ()
