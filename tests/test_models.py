@@ -12,44 +12,12 @@ some use batch 2 or a smaller image to keep the whole file to a few minutes.
 
 from __future__ import annotations
 
-import functools
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
-
-import tensorsmith.runtime as rt
-from tensorsmith.frontend.onnx import from_onnx
-from tensorsmith.ir import build
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # the model builders live in bench/, shared with the benchmark
-    sys.path.insert(0, str(ROOT))
-
-from bench.measure import relative_error  # noqa: E402
-from bench.models import MODELS, input_shapes, sample_inputs  # noqa: E402
-
-RTOL = 1e-4  # max abs error relative to the largest output magnitude
-
-
-@dataclass(frozen=True)
-class Case:
-    """One model variant: a builder of bench.models and its keyword arguments."""
-
-    builder: str
-    opset: int
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def id(self) -> str:
-        extra = "-".join(f"{k}{'' if v is True else v}" for k, v in self.kwargs.items())
-        return f"{self.builder}-op{self.opset}" + (f"-{extra}" if extra else "")
-
+from model_testing import Case, assert_matches, onnx_model, reference, run_on
 
 CASES = [
     Case("resnet18", 13, {"bn": True, "image": 112, "batch": 2}),
@@ -65,33 +33,6 @@ CASES = [
     Case("lstm_model", 13, {}),
     Case("lstm_model", 17, {}),
 ]
-
-
-CASES_BY_ID = {c.id: c for c in CASES}
-
-
-def onnx_model(case: Case) -> onnx.ModelProto:
-    """The case's model, built once per process (weights seeded, so every worker agrees)."""
-    return _onnx_model(case.id)
-
-
-def reference(case: Case) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
-    """Seeded inputs and ONNX Runtime's outputs for them, computed once per process."""
-    return _reference(case.id)
-
-
-@functools.cache
-def _onnx_model(case_id: str) -> onnx.ModelProto:
-    case = CASES_BY_ID[case_id]
-    return MODELS[case.builder](opset=case.opset, **case.kwargs)
-
-
-@functools.cache
-def _reference(case_id: str) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
-    model = _onnx_model(case_id)
-    feeds = sample_inputs(model, seed=1)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return feeds, session.run(None, feeds)
 
 
 @pytest.fixture(params=CASES, ids=lambda c: c.id)
@@ -114,16 +55,4 @@ def test_model_is_valid_and_runs_in_onnxruntime(case: Case) -> None:
 
 
 def test_matches_onnxruntime(case: Case, tmp_path: Path) -> None:
-    model = onnx_model(case)
-    feeds, want = reference(case)
-    mod, params = from_onnx(model, shape=input_shapes(model))
-    lib = build(mod, target="llvm", params=params)
-    artifact = tmp_path / f"{case.builder}.so"
-    lib.export_library(artifact)
-    with rt.load(artifact, device="cpu") as m:
-        got = m.run(feeds)
-    assert len(got) == len(want)
-    for out, g, w in zip(model.graph.output, got, want):
-        assert g.shape == w.shape, f"{out.name}: shape {g.shape}, ONNX Runtime {w.shape}"
-        err = relative_error(g, w)
-        assert err < RTOL, f"{out.name}: max abs error / max abs output = {err:.3g}"
+    assert_matches(case, run_on(case, "llvm", tmp_path))
