@@ -174,6 +174,12 @@ class VectorEmitter:
             step = stride_of(e.indices[0], self.var)
             if step in (2, 3, 4) and buf.dtype != "bool" and buf.scope != "local":  # type: ignore[union-attr]
                 return self.strided_load(e, step)
+            if step is None and buf.dtype != "bool" and buf.scope != "local":  # type: ignore[union-attr]
+                from .clamped import clamped_span, load_clamped
+
+                span = clamped_span(e.indices[0], self.var)
+                if span is not None:
+                    return load_clamped(self, e, span)
             return self.gather(e, step)
         if isinstance(e, Binary | Select | Cast | Call):
             return self.per_node(e)

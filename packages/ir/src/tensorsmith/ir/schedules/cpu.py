@@ -37,6 +37,8 @@ def schedule_cpu(outputs: list[Tensor], num_threads: int = 0) -> Schedule:
         elif op.reduce_axes:
             _schedule_reduction(s, st)
             _try_epilogue(s, st, readers, out_ids)
+        elif st.name.endswith("_pad") and len(op.axes) >= 2:
+            _schedule_rows(s, st)
         else:
             _schedule_elementwise(s, st)
     return s
@@ -70,6 +72,23 @@ def _schedule_elementwise(s: Schedule, st: Stage) -> None:
         fused = outer
     if _work(st) >= PARALLEL_MIN_WORK:
         s.parallel(st.name, fused)
+
+
+def _schedule_rows(s: Schedule, st: Stage) -> None:
+    """A padding stage: the rows (all axes but the last) are one loop the threads share,
+    each row a vector loop over its columns. Flattening everything into one loop, as for
+    other elementwise stages, left a division and a clamp of the flat index per lane,
+    which turned every load into a gather; by rows, the row index is a scalar and the
+    columns a contiguous, clamped span that codegen loads with a mask."""
+    op = st.tensor.op
+    assert op is not None
+    names = [a.var.name for a in op.axes]
+    rows = _fuse_all(s, st, names[:-1])
+    assert rows is not None
+    _, xi = s.split(st.name, names[-1], _vector_block(op.axes[-1].extent))
+    s.vectorize(st.name, xi)
+    if _work(st) >= PARALLEL_MIN_WORK and st.leaf(rows).extent > 1:
+        s.parallel(st.name, rows)
 
 
 def _last_axis_contiguous(st: Stage) -> bool:
