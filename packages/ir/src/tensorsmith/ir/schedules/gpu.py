@@ -1,16 +1,23 @@
 """Default GPU schedules, shared by the Vulkan and OpenCL targets.
 
 Contract with the GPU codegens: every materialized stage of a kernel is one top-level
-statement of the lowered body and becomes one dispatch; its outermost loop is bound to
-``blockIdx.x`` (workgroups) and the next to ``threadIdx.x`` (invocations of a
-workgroup, the workgroup size). Loops inside run serially in each invocation. The
-dispatches of a kernel run in order with a memory barrier between them.
+statement of the lowered body and becomes one dispatch; its outermost loops are bound
+to ``blockIdx.*`` (workgroups) and the next to ``threadIdx.*`` (invocations of a
+workgroup, the workgroup size). Loops inside run serially in each invocation, with
+shared-memory tiles filled between workgroup barriers. The dispatches of a kernel run in
+order with a memory barrier between them.
+
+Matrix products get the tiled schedule of ``gpu_gemm.py``, with the elementwise ops
+after them (bias, activation, residual add) applied as the tile is written back. Every
+other stage fuses its spatial axes into one loop split over ``blockIdx.x`` and
+``threadIdx.x``; its reductions run serially per invocation.
 """
 
 from __future__ import annotations
 
-from ..te.schedule import Schedule
+from ..te.schedule import Schedule, Stage, input_tensors
 from ..te.tensor import Tensor
+from .gpu_gemm import is_gemm, schedule_gemm
 
 WORKGROUP_SIZE = 64
 
@@ -21,8 +28,14 @@ def schedule_gpu(outputs: list[Tensor], workgroup_size: int = WORKGROUP_SIZE) ->
     for st in s.stages:
         op = st.tensor.op
         assert op is not None
+        if st.merged:
+            continue
         if st.tensor.uid not in out_ids and not op.reduce_axes:
             s.compute_inline(st.name)
+            continue
+        if is_gemm(st):
+            schedule_gemm(s, st)
+            _fuse_elementwise_consumer(s, st, out_ids)
             continue
         spatial = [a.var.name for a in op.axes]
         fused = spatial[0] if spatial else None
@@ -34,3 +47,30 @@ def schedule_gpu(outputs: list[Tensor], workgroup_size: int = WORKGROUP_SIZE) ->
         s.annotate(st.name, block, "blockIdx.x")
         s.annotate(st.name, thread, "threadIdx.x")
     return s
+
+
+def _fuse_elementwise_consumer(s: Schedule, st: Stage, out_ids: set[int]) -> None:
+    """Apply the output computed elementwise from ``st`` (through stages that are
+    inlined) at ``st``'s write-back, when ``st`` has no other reader."""
+    if st.tensor.uid in out_ids:
+        return
+    readers: dict[int, list[Stage]] = {}
+    for other in s.stages:
+        for t in input_tensors(other.tensor):
+            readers.setdefault(t.uid, []).append(other)
+    chain = st
+    while True:
+        users = readers.get(chain.tensor.uid, [])
+        if len(users) != 1:
+            return
+        user = users[0]
+        op = user.tensor.op
+        if op is None or op.reduce_axes or user.tensor.shape != st.tensor.shape:
+            return
+        if user.tensor.uid in out_ids:
+            try:
+                s.fuse_epilogue(st.name, user.name)
+            except ValueError:
+                s.steps.pop()
+            return
+        chain = user

@@ -2,18 +2,26 @@
 
 Used by the tests to check lowering and every schedule step against NumPy without any
 codegen in the loop; only for small shapes.
+
+GPU semantics are modelled where they matter for correctness: the invocations of a
+workgroup (the ``threadIdx`` loops nested under each other) run in lockstep between
+``Barrier`` statements, share their ``shared`` buffers and each own their ``local``
+ones. A barrier that some invocations of a workgroup skip is an error, as it is on a
+GPU (undefined behaviour there, usually a hang).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from .expr import Binary, Call, Cast, Const, Expr, Load, Select, Var
 from .stmt import Allocate, Barrier, For, IfThenElse, PrimFunc, Seq, Stmt, Store
+from .visit import walk_stmts
 
 _BIN: dict[str, Callable[[Any, Any], Any]] = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
@@ -30,34 +38,77 @@ _CALL: dict[str, Callable[..., Any]] = {
 def run_func(func: PrimFunc, arrays: Sequence[np.ndarray]) -> None:
     """Execute ``func`` on flat copies of ``arrays`` in place (params in order)."""
     mem = {id(b): a.reshape(-1) for b, a in zip(func.params, arrays)}
-    _Interp(mem).stmt(func.body)
+    _Interp(mem, {}, None).stmt(func.body)
 
 
 class _Interp:
-    def __init__(self, mem: dict[int, np.ndarray]) -> None:
+    """One invocation's view: variables, and memory (global, its workgroup's, its own)."""
+
+    def __init__(self, mem: dict[int, np.ndarray], env: dict[int, object],
+                 shared: dict[int, np.ndarray] | None) -> None:
         self.mem = mem
-        self.env: dict[int, object] = {}
+        self.env = env
+        self.shared = shared  # the workgroup's shared buffers, None outside a workgroup
 
     def stmt(self, s: Stmt) -> None:
+        for _ in self.steps(s):
+            pass  # outside a workgroup a barrier has nothing to wait for
+
+    def steps(self, s: Stmt) -> Iterator[None]:
+        """Run ``s``, yielding at every barrier."""
         if isinstance(s, Seq):
             for x in s.stmts:
-                self.stmt(x)
+                yield from self.steps(x)
         elif isinstance(s, For):
+            if s.kind.startswith("threadIdx") and self.shared is None and _has_barrier(s):
+                self._workgroup(s)
+                return
             for i in range(s.extent):
                 self.env[id(s.var)] = i
-                self.stmt(s.body)
+                yield from self.steps(s.body)
         elif isinstance(s, Store):
             self.mem[id(s.buffer)][int(self.expr(s.index))] = self.expr(s.value)  # type: ignore[call-overload]
         elif isinstance(s, IfThenElse):
             if self.expr(s.cond):
-                self.stmt(s.then)
+                yield from self.steps(s.then)
             elif s.otherwise is not None:
-                self.stmt(s.otherwise)
+                yield from self.steps(s.otherwise)
         elif isinstance(s, Allocate):
-            self.mem[id(s.buffer)] = np.zeros(s.buffer.size, s.buffer.dtype)
-            self.stmt(s.body)
-        elif not isinstance(s, Barrier):
+            self._allocate(s)
+            yield from self.steps(s.body)
+        elif isinstance(s, Barrier):
+            yield
+        else:
             raise TypeError(type(s).__name__)
+
+    def _allocate(self, s: Allocate) -> None:
+        buf = s.buffer
+        if buf.scope == "shared" and self.shared is not None:
+            if id(buf) not in self.shared:  # one copy per workgroup, made by its first user
+                self.shared[id(buf)] = np.zeros(buf.size, buf.dtype)
+            self.mem[id(buf)] = self.shared[id(buf)]
+        else:
+            self.mem[id(buf)] = np.zeros(buf.size, buf.dtype)
+
+    def _workgroup(self, s: For) -> None:
+        """Run the invocations of one workgroup in lockstep from barrier to barrier."""
+        loops: list[For] = []
+        body: Stmt = s
+        while isinstance(body, For) and body.kind.startswith("threadIdx"):
+            loops.append(body)
+            body = body.body
+        shared: dict[int, np.ndarray] = {}
+        invocations = []
+        for ids in itertools.product(*[range(lp.extent) for lp in loops]):
+            env = dict(self.env)
+            env.update({id(lp.var): i for lp, i in zip(loops, ids)})
+            invocations.append(_Interp(dict(self.mem), env, shared).steps(body))
+        while invocations:
+            running = [inv for inv in invocations if next(inv, StopIteration) is None]
+            if running and len(running) != len(invocations):
+                raise RuntimeError("a barrier is reached by only some invocations of a "
+                                   "workgroup")
+            invocations = running
 
     def expr(self, e: Expr) -> object:
         if isinstance(e, Const):
@@ -75,3 +126,7 @@ class _Interp:
         if isinstance(e, Select):
             return self.expr(e.a) if self.expr(e.cond) else self.expr(e.b)
         raise TypeError(type(e).__name__)
+
+
+def _has_barrier(s: Stmt) -> bool:
+    return any(isinstance(x, Barrier) for x in walk_stmts(s))

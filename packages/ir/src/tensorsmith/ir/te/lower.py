@@ -7,12 +7,17 @@ reduce loop, over the spatial loops nested below it, so any loop order stays cor
 Inlined stages are substituted into their readers. Stages that are neither inlined nor
 arguments become scratch buffers appended to the function's parameters: the graph's
 memory plan places them in the one workspace, so a kernel never allocates.
+A stage's cache_read steps become tile copies at the top of their loops (te/tiles.py),
+and its reads of those tensors read the copies.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
+from . import tiles
 from .expr import Const, Expr, Load, Reduce, Var, as_expr, binary, const, maximum, minimum, same
 from .schedule import Fuse, Leaf, Schedule, Split, Stage
 from .simplify import simplify
@@ -96,9 +101,12 @@ class _Lowerer:
         index = simplify(flat_index(st.tensor.shape, tuple(values[id(a.var)] for a in op.axes)),
                          self.bounds)
         body = op.body
+        fills = None
+        if st.cache_reads:
+            fills, body = self._stage_tiles(st, values)
         if isinstance(body, Reduce):
             if st.cache_at is not None:
-                return self._cached_reduction(st, body, values, guards, out, index)
+                return self._cached_reduction(st, body, values, guards, out, index, fills)
             inner = substitute(body.body, values)
             update: Stmt = Store(out, index, combine(body.combiner, Load(out, (index,),
                                  out.dtype), self.expr(inner)))
@@ -108,14 +116,36 @@ class _Lowerer:
             spatial_guards = [g for g in guards if not _mentions_reduce(g, st)]
             init = _guard(Store(out, index, identity(body.combiner, out.dtype)), spatial_guards)
             init = _nest(init_leaves, init, vector_ok=True)
-            main = _nest(st.leaves[first:], update)
-            return _nest(st.leaves[:first], Seq([init, main]))
+            main = _nest(st.leaves[first:], update, wrap=fills)
+            return _nest(st.leaves[:first], Seq([init, main]), wrap=fills)
         value = self.expr(substitute(body, values))
-        return _nest(st.leaves, _guard(Store(out, index, value), guards))
+        return _nest(st.leaves, _guard(Store(out, index, value), guards), wrap=fills)
 
+    def _stage_tiles(self, st: Stage, values: dict[int, Expr]
+                     ) -> tuple[dict[int, Callable[[Stmt], Stmt]], Expr]:
+        """cache_read steps: the fills at their loops, and the body reading the copies."""
+        op = st.tensor.op
+        assert op is not None
+        found = tiles.plan_tiles(st, values, self.bounds)
+
+        def read(tensor: Tensor, indices: list[Expr], key: tuple[int, int]
+                 ) -> tuple[Expr, bool]:
+            staged = tiles.read_through(found, tensor, indices, key, self.bounds)
+            if staged is not None:
+                return staged, False
+            return self.expr(Load(tensor, tuple(indices), tensor.dtype)), True
+
+        body = op.body
+        if isinstance(body, Reduce):
+            body = Reduce(body.combiner, tiles.rewrite_reads(body.body, found, values,
+                                                             self.bounds), body.axes, body.dtype)
+        else:
+            body = tiles.rewrite_reads(body, found, values, self.bounds)
+        return tiles.wrappers(found, read, self.bounds), body
 
     def _cached_reduction(self, st: Stage, body: Reduce, values: dict[int, Expr],
-                          guards: list[Expr], out: Buffer, index: Expr) -> Stmt:
+                          guards: list[Expr], out: Buffer, index: Expr,
+                          fills: dict[int, Callable[[Stmt], Stmt]] | None = None) -> Stmt:
         """Reduce into a local tile (registers after SROA), then write the tile back."""
         pos = st.leaves.index(st.leaf(st.cache_at or "")) + 1
         below = st.leaves[pos:]
@@ -144,8 +174,8 @@ class _Lowerer:
             del self.overrides[st.tensor.uid]
             out = self.buffers[st.epilogue.tensor.uid]
         write = _nest(tile, _guard(Store(out, index, result), spatial_guards))
-        nest = Allocate(local, Seq([init, _nest(below, update), write]))
-        return _nest(st.leaves[:pos], nest)
+        nest = Allocate(local, Seq([init, _nest(below, update, wrap=fills), write]))
+        return _nest(st.leaves[:pos], nest, wrap=fills)
 
 
 def _mentions_reduce(cond: Expr, st: Stage) -> bool:
@@ -208,9 +238,14 @@ def _guard(s: Stmt, guards: list[Expr]) -> Stmt:
     return IfThenElse(cond, s)
 
 
-def _nest(leaves: list[Leaf], body: Stmt, vector_ok: bool = True) -> Stmt:
+def _nest(leaves: list[Leaf], body: Stmt, vector_ok: bool = True,
+          wrap: dict[int, Callable[[Stmt], Stmt]] | None = None) -> Stmt:
+    """Loops over ``leaves`` around ``body``; ``wrap`` rewrites the body of given loops
+    (by ``id`` of the leaf), e.g. to fill a cache_read tile at its top."""
     for lf in reversed(leaves):
         kind = lf.kind if vector_ok or lf.kind != "vectorized" else "serial"
+        if wrap is not None and id(lf) in wrap:
+            body = wrap[id(lf)](body)
         body = For(lf.var, lf.extent, kind, body)
     return body
 

@@ -48,6 +48,16 @@ class Fuse:
 
 
 @dataclass(frozen=True)
+class CacheRead:
+    """``tensor`` (read by the stage) staged into a ``scope`` buffer at the top of loop
+    ``at``'s body, covering what the loops below ``at`` read of it (see te/tiles.py)."""
+
+    tensor: str
+    scope: str
+    at: str
+
+
+@dataclass(frozen=True)
 class Step:
     """One schedule primitive: ``kind`` applied to ``stage`` with JSON-able ``args``."""
 
@@ -75,6 +85,7 @@ class Stage:
     cache_at: str | None = None  # accumulate in a local buffer below this loop
     epilogue: Stage | None = None  # elementwise consumer applied at write-back
     merged: bool = False  # this stage runs as another stage's epilogue
+    cache_reads: list[CacheRead] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -152,6 +163,13 @@ class Schedule:
         below loop ``at``, written back to memory once the reduction is done."""
         self.apply(Step("cache_write", _name(stage), (at,)))
 
+    def cache_read(self, stage: Tensor | str, tensor: Tensor | str, scope: str, at: str) -> None:
+        """Stage the part of ``tensor`` that the loops below ``at`` read into a ``scope``
+        buffer ("shared": filled by the workgroup's invocations together, between
+        barriers; "local": by each invocation for itself), refilled on every iteration of
+        ``at``; the stage then reads the copy. Apply it once the loop structure is final."""
+        self.apply(Step("cache_read", _name(stage), (_name(tensor), scope, at)))
+
     def fuse_epilogue(self, stage: Tensor | str, consumer: Tensor | str) -> None:
         """Apply elementwise ``consumer`` to ``stage``'s cached tile as it is written back,
         so the reduction's result never goes through memory."""
@@ -199,6 +217,14 @@ class Schedule:
             raise ValueError(f"cache_write needs a reduction stage; {st.name} is not one")
         st.leaf(at)
         st.cache_at = at
+
+    def _cache_read(self, st: Stage, tensor: str, scope: str, at: str) -> None:
+        if scope not in ("shared", "local"):
+            raise ValueError(f"cache_read scope must be 'shared' or 'local', not {scope!r}")
+        if not any(t.name == tensor for t in input_tensors(st.tensor)):
+            raise ValueError(f"stage {st.name} does not read a tensor named {tensor!r}")
+        st.leaf(at)
+        st.cache_reads.append(CacheRead(tensor, scope, at))
 
     def _fuse_epilogue(self, st: Stage, consumer: str) -> None:
         from .visit import collect_loads

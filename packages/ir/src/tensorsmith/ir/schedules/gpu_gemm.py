@@ -1,0 +1,126 @@
+"""Matrix products on GPUs: workgroup tiles staged in shared memory, register tiles.
+
+For ``C[b.., i, j] = sum_k A[.., i, k] * B[.., k, j]`` each workgroup computes a
+``rows x cols`` block of C with ``ty x tx`` invocations, each accumulating an
+``ri x rj`` register tile. The reduction runs in steps of ``kt``: at each step the
+workgroup copies the ``rows x kt`` slice of A and the ``kt x cols`` slice of B into
+shared memory together (every element is fetched from global memory once per workgroup
+instead of once per invocation), then each invocation copies the ``ri`` values of A and
+``rj`` of B it needs per ``k`` into registers and does ``ri * rj`` multiply-adds.
+
+An invocation's rows and columns are interleaved with its neighbours' (``i = block +
+ii * ty + thread``), so neighbouring invocations read neighbouring shared-memory words
+(no bank conflicts) and write neighbouring elements of C (coalesced stores). Shapes that
+no tile divides are handled by the staged copies' zero fill and the guarded write-back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..te.schedule import Schedule, Stage, input_tensors
+
+#: Enough workgroups to keep every multiprocessor of a large GPU busy: tiles shrink until
+#: a product yields this many (or the smallest tile is reached).
+TARGET_WORKGROUPS = 128
+
+
+@dataclass(frozen=True)
+class GemmTiles:
+    """Invocations (``ty`` x ``tx``), register tile (``ri`` x ``rj``), reduction step."""
+
+    ty: int
+    tx: int
+    ri: int
+    rj: int
+    kt: int
+
+    @property
+    def rows(self) -> int:
+        return self.ty * self.ri
+
+    @property
+    def cols(self) -> int:
+        return self.tx * self.rj
+
+
+# From the largest tile (most reuse) to the smallest (most workgroups).
+CANDIDATES = (GemmTiles(16, 16, 8, 8, 8), GemmTiles(16, 16, 4, 4, 16),
+              GemmTiles(16, 16, 2, 2, 16), GemmTiles(8, 8, 2, 2, 16))
+
+
+def is_gemm(st: Stage) -> bool:
+    """A matmul stage: spatial ``(.., i, j)``, one reduction, reading two tensors."""
+    op = st.tensor.op
+    return (op is not None and op.tag == "matmul" and len(op.reduce_axes) == 1
+            and len(op.axes) >= 2 and len(input_tensors(st.tensor)) == 2)
+
+
+def choose_tiles(batch: int, m: int, n: int, k: int) -> GemmTiles:
+    """The largest tile that still gives ``TARGET_WORKGROUPS``, fitted to small extents."""
+    for cand in CANDIDATES:
+        t = _fit(cand, m, n, k)
+        if batch * -(-m // t.rows) * -(-n // t.cols) >= TARGET_WORKGROUPS:
+            return t
+    return _fit(CANDIDATES[-1], m, n, k)
+
+
+def _fit(t: GemmTiles, m: int, n: int, k: int) -> GemmTiles:
+    """Shrink a tile along an axis it overhangs by half or more; pick a dividing step."""
+    ty, ri = _fit_axis(m, t.ty, t.ri)
+    tx, rj = _fit_axis(n, t.tx, t.rj)
+    kt = min(t.kt, k)
+    if k % kt:
+        kt = next((c for c in range(kt, 3, -1) if k % c == 0), kt)
+    return GemmTiles(ty, tx, ri, rj, kt)
+
+
+def _fit_axis(extent: int, threads: int, per: int) -> tuple[int, int]:
+    while per > 1 and threads * per >= 2 * extent:
+        per //= 2
+    while threads > 1 and threads * per >= 2 * extent:
+        threads //= 2
+    return threads, per
+
+
+def schedule_gemm(s: Schedule, st: Stage, tiles: GemmTiles | None = None) -> str:
+    """Tile ``st`` (see the module docstring); returns the loop the register tile is
+    cached at, where an elementwise epilogue can be fused."""
+    op = st.tensor.op
+    assert op is not None
+    *batch, i, j = (a.var.name for a in op.axes)
+    (k,) = (a.var.name for a in op.reduce_axes)
+    m, n = op.axes[-2].extent, op.axes[-1].extent
+    kk = op.reduce_axes[0].extent
+    nbatch = 1
+    for a in op.axes[:-2]:
+        nbatch *= a.extent
+    t = tiles or choose_tiles(nbatch, m, n, kk)
+    name = st.name
+    ib, i_rest = s.split(name, i, t.rows)
+    ii, ti = s.split(name, i_rest, t.ty)
+    jb, j_rest = s.split(name, j, t.cols)
+    jj, tj = s.split(name, j_rest, t.tx)
+    ko, ki = s.split(name, k, t.kt)
+    outer: list[str] = []
+    if batch:
+        fused = batch[0]
+        for b in batch[1:]:
+            fused = s.fuse(name, fused, b)
+        outer = [fused]
+    s.reorder(name, *outer, ib, jb, ti, tj, ko, ki, ii, jj)
+    if outer:
+        s.annotate(name, outer[0], "blockIdx.z")
+    s.annotate(name, ib, "blockIdx.y")
+    s.annotate(name, jb, "blockIdx.x")
+    s.annotate(name, ti, "threadIdx.y")
+    s.annotate(name, tj, "threadIdx.x")
+    s.cache_write(name, tj)
+    a, b = input_tensors(st.tensor)
+    for tensor in (a, b):
+        s.cache_read(name, tensor.name, "shared", ko)
+    for tensor in (a, b):
+        s.cache_read(name, tensor.name, "local", ki)
+    for leaf in (ki, ii, jj):
+        s.unroll(name, leaf)
+    return tj
