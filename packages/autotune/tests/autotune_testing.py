@@ -128,3 +128,8 @@ class FakeRunner:
 
 def key_of(record: dict) -> str:
     return steps_key(record["steps"])
+
+
+def trial_records(records: list[dict]) -> list[dict]:
+    """The measurements of the search, without the tuner's final ``selected`` choices."""
+    return [r for r in records if not r.get("selected")]

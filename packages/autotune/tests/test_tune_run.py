@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from autotune_testing import FakeBuilder, FakeRunner, matmul, mlp, needs_llvm
+from autotune_testing import FakeBuilder, FakeRunner, matmul, mlp, needs_llvm, trial_records
 
 from tensorsmith.autotune.measure import LocalRunner
 from tensorsmith.autotune.plot import curves, plot_curves
@@ -30,7 +30,7 @@ def test_tuning_run_with_a_crashing_candidate(tmp_path) -> None:
     runner = LocalRunner(min_repeat_ms=5.0, hook=f"{tmp_path / 'hook.py'}:hook")
     result = Tuner(tasks, tmp_path / "r.jsonl", 8, per_round=4, runner=runner,
                    callback=events.append).run()
-    recs = read_records(tmp_path / "r.jsonl")
+    recs = trial_records(read_records(tmp_path / "r.jsonl"))
     assert len(recs) == 8 and result.new_trials == 8
     crashed = [r for r in recs if r["error"]]
     assert len(crashed) == 2 and all("SIGSEGV" in r["error"] for r in crashed)
@@ -79,9 +79,9 @@ def test_tune_and_compile_commands(tmp_path, capsys) -> None:
     out = capsys.readouterr()
     assert "estimated end-to-end kernel time" in out.out
     assert "[" in out.err and "GFLOP/s" in out.err  # the progress bar
-    assert len(read_records(records)) == 6 and records.with_suffix(".png").exists()
+    assert len(trial_records(read_records(records))) == 6 and records.with_suffix(".png").exists()
     assert cli.main(args) == 0  # already done: resumes, measures nothing new
-    assert len(read_records(records)) == 6
+    assert len(trial_records(read_records(records))) == 6
     artifact = tmp_path / "mlp.so"
     assert cli.main(["compile", str(model), "--input-shape", "input:1,784", "--records",
                      str(records), "-o", str(artifact)]) == 0

@@ -6,7 +6,10 @@ kill finishes the job instead of starting over). Each task's first round measure
 default schedule too, so the records always hold the baseline and ``build(records=...)``
 never picks something slower than it. Every measurement is appended to the records as
 it arrives; the cost model is retrained after each round on everything measured,
-including what the records held when the run began.
+including what the records held when the run began. At the end, each task's top few
+candidates and its default schedule are re-measured side by side and the lowest median
+wins (:mod:`.confirm`): that choice is appended as a ``"selected"`` record, which
+``build(records=...)`` prefers over the single fastest timing.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from tensorsmith.ir.target import Target
 from tensorsmith.ir.te.schedule import Step
 
 from .artifact import lower_candidate
+from .confirm import Remeasured, pick_by_median, remeasure
 from .cost_model import CostModel
 from .measure import Builder, BuildResult, LocalBuilder, LocalRunner, MeasureInput, Runner
 from .records import RecordLog, make_record
@@ -45,6 +49,10 @@ class TaskState:
     errors: int = 0
     reference: str | None = None
     reference_error: str | None = None
+    ok: list[tuple[float, str, list[Step]]] = field(default_factory=list)  # (s, key, steps)
+    new_trials: int = 0
+    has_selected: bool = False  # the records already hold a final choice for this task
+    selected_cost: float = math.inf  # median of the final choice's re-measurement
 
     @property
     def best_gflops(self) -> float:
@@ -76,11 +84,15 @@ class TuneResult:
     resumed_trials: int
     # (trials so far over all tasks, task index, that task's best seconds after the trial)
     curve: list[tuple[int, int, float]] = field(default_factory=list)
+    # median time of each task's final (re-measured) choice; inf where none was made
+    selected_seconds: list[float] = field(default_factory=list)
 
     def e2e_seconds(self, which: str = "best") -> float:
-        """Weighted sum of each task's best (or default) time: the model's kernel time."""
-        return e2e([t.weight for t in self.tasks],
-                   self.best_seconds if which == "best" else self.default_seconds)
+        """Weighted sum of each task's best, default or selected time: the model's
+        kernel time."""
+        seconds = {"best": self.best_seconds, "default": self.default_seconds,
+                   "selected": self.selected_seconds}[which]
+        return e2e([t.weight for t in self.tasks], seconds)
 
 
 def e2e(weights: list[int] | list[float], seconds: list[float]) -> float:
@@ -93,7 +105,10 @@ class Tuner:
                  builder: Builder | None = None, runner: Runner | None = None,
                  per_round: int = 16, seed: int = 0, eps: float = 0.1,
                  population: int = 64, generations: int = 3, model: CostModel | None = None,
-                 callback: Callable[[TuneEvent], None] | None = None) -> None:
+                 callback: Callable[[TuneEvent], None] | None = None,
+                 confirm_top: int = 3, confirm_rounds: int = 3,
+                 on_confirm: Callable[[Task, list[Remeasured], int], None] | None = None
+                 ) -> None:
         if not tasks:
             raise ValueError("nothing to tune: no tasks")
         kinds = {Target.parse(t.target).kind for t in tasks}
@@ -106,6 +121,9 @@ class Tuner:
         self.rng = random.Random(seed)
         self.model = model or CostModel(seed=seed)
         self.callback = callback
+        self.confirm_top = confirm_top
+        self.confirm_rounds = confirm_rounds
+        self.on_confirm = on_confirm
         self._own = (builder is None, runner is None)
         self.builder = builder or LocalBuilder()
         self.runner = runner or LocalRunner()
@@ -135,6 +153,9 @@ class Tuner:
             if st is None or Target.parse(rec["target"]).kind != Target.parse(
                     st.task.target).kind:
                 continue
+            if rec.get("selected"):  # a final choice re-measured earlier, not a trial
+                st.has_selected = True
+                continue
             try:
                 steps = [Step.from_json(s) for s in rec["steps"]]
             except (KeyError, IndexError, TypeError):
@@ -160,6 +181,7 @@ class Tuner:
         st.progress.trials += 1
         self.total += 1
         if math.isfinite(cost):
+            st.ok.append((cost, cand.key, steps))
             feats = (st.search.features(cand.config) if cand.config is not None
                      else st.search.features_of_steps(steps))
             if feats is not None:
@@ -181,6 +203,9 @@ class Tuner:
                 if i is None:
                     break
                 self._round(self.states[i], folder)
+            if self.confirm_top > 0:
+                for st in self.states:
+                    self._confirm(st, folder)
         finally:
             self.close()
             shutil.rmtree(folder, ignore_errors=True)
@@ -212,6 +237,7 @@ class Tuner:
                                         res.error))
             errors += res.error is not None
             self._note(st, cand, res.cost, cand.steps)
+            st.new_trials += 1
         for b in builds:
             if b.path and b.path != st.reference:
                 Path(b.path).unlink(missing_ok=True)
@@ -222,6 +248,35 @@ class Tuner:
             self.callback(TuneEvent(st.task, st.progress.trials, self.total, self.budget,
                                     st.best_cost, st.best_gflops, self.e2e(), errors))
 
+    def _confirm(self, st: TaskState, folder: Path) -> None:
+        """Re-measure the task's front-runners with its default; record the median winner."""
+        if st.has_selected and st.new_trials == 0:
+            return  # chosen by an earlier run and nothing new measured since
+        top: list[list[Step]] = []
+        for _, key, steps in sorted(st.ok, key=lambda x: x[0]):
+            if key != st.default_key and all(steps_key(t) != key for t in top):
+                top.append(steps)
+            if len(top) == self.confirm_top:
+                break
+        if not top:
+            return  # only the default ran: build uses it anyway
+        # The default goes first, so it wins a tie.
+        items = remeasure(st.task, [None, *top], self.builder, self.runner, folder,
+                          self.confirm_rounds)
+        i = pick_by_median(items)
+        if self.on_confirm is not None:
+            self.on_confirm(st.task, items, i)
+        if i < 0:
+            return
+        steps = st.default_steps if i == 0 else top[i - 1]
+        record = make_record(st.task.key, st.task.target, steps, items[i].costs, None)
+        record["selected"] = True
+        record["medians"] = [item.median if math.isfinite(item.median) else None
+                             for item in items]
+        self.log.append(record)
+        st.has_selected = True
+        st.selected_cost = items[i].median
+
     def e2e(self) -> float:
         return e2e([st.task.weight for st in self.states], [st.best_cost for st in self.states])
 
@@ -230,7 +285,8 @@ class Tuner:
                           [st.best_cost for st in self.states],
                           [st.progress.trials for st in self.states],
                           [st.errors for st in self.states], self.total - self.resumed,
-                          self.resumed, list(self.curve))
+                          self.resumed, list(self.curve),
+                          [st.selected_cost for st in self.states])
 
     def close(self) -> None:
         self.log.close()

@@ -3,7 +3,10 @@
 Each line: ``{"workload": key, "target": str, "steps": [[kind, stage, args], ...],
 "costs": [seconds, ...], "error": null | str, "versions": {...}}``. The tuner appends
 and flushes a line per measurement (so a killed run loses nothing); ``build`` applies
-the fastest error-free record of each workload for the same target kind.
+the fastest error-free record of each workload for the same target kind. A record with
+``"selected": true`` is the tuner's final choice, made by re-measuring the fastest few
+side by side (one lucky timing can make a slower schedule the fastest record); when a
+workload has one, the last such record wins over any single timing.
 """
 
 from __future__ import annotations
@@ -37,14 +40,20 @@ def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 def load_best_steps(path: str | os.PathLike, target: Target) -> dict[str, list[Step]]:
+    """The schedule steps ``build`` applies per workload: the last selected record, else
+    the fastest error-free one."""
     best: dict[str, tuple[float, list[Step]]] = {}
+    selected: dict[str, list[Step]] = {}
     for rec in read_records(path):
         if rec.get("error") or not rec.get("costs"):
             continue
         if Target.parse(rec["target"]).kind != target.kind:
             continue
-        cost = min(rec["costs"])
         key = rec["workload"]
+        if rec.get("selected"):
+            selected[key] = [Step.from_json(s) for s in rec["steps"]]
+            continue
+        cost = min(rec["costs"])
         if key not in best or cost < best[key][0]:
             best[key] = (cost, [Step.from_json(s) for s in rec["steps"]])
-    return {k: v[1] for k, v in best.items()}
+    return {**{k: v[1] for k, v in best.items()}, **selected}

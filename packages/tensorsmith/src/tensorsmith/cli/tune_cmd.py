@@ -21,7 +21,9 @@ examples:
 same command again after an interruption (Ctrl-C, a kill, a crash) finishes the job: what
 was measured is kept and not measured again. A PNG of the tuning curves is written next
 to the records (RECORDS with .png). Measurements that crash, hang or compute a wrong
-result are recorded as errors; tuning goes on.
+result are recorded as errors; tuning goes on. At the end each kernel's fastest few
+candidates are measured again next to its default schedule (--confirm-top); the lowest
+median is recorded as the kernel's final choice, which compile applies.
 """
 
 
@@ -58,6 +60,10 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--min-repeat-ms", type=float, default=50.0, metavar="MS",
                    help="minimum time spent timing each candidate (default: 50)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the search")
+    p.add_argument("--confirm-top", type=int, default=3, metavar="K",
+                   help="at the end, re-measure each kernel's K fastest candidates with its "
+                   "default schedule, 3 rounds, and record the lowest median as the final "
+                   "choice (default: 3; 0: the single fastest timing is applied)")
     p.add_argument("--dask", metavar="ADDRESS",
                    help="measure on a Dask cluster (e.g. tcp://host:8786): builds run on "
                    "any worker, timings on workers with a resource named after the target "
@@ -125,7 +131,8 @@ def run(args: argparse.Namespace) -> int:
     builder, runner, client = _measurers(args)
     bar = ProgressBar()
     tuner = Tuner(tasks, records, args.trials, builder=builder, runner=runner,
-                  per_round=args.per_round, seed=args.seed, callback=bar)
+                  per_round=args.per_round, seed=args.seed, callback=bar,
+                  confirm_top=max(0, args.confirm_top), on_confirm=_confirmed)
     if tuner.resumed:
         print(f"resuming: {tuner.resumed} measurements of these kernels already in {records}")
     try:
@@ -145,18 +152,30 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _confirmed(task: Any, items: list[Any], index: int) -> None:
+    """One line per kernel re-measured at the end: the medians, the choice."""
+    medians = ", ".join(_ms(x.median) for x in items)
+    choice = ("none (all failed)" if index < 0 else "the default schedule" if index == 0
+              else f"candidate {index}")
+    print(f"re-measured {task.label}: default, top {len(items) - 1} medians {medians} ms "
+          f"-> {choice}", flush=True)
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.4f}" if math.isfinite(seconds) else "-"
 
 
 def _summary(result: Any) -> None:
     rows = []
-    for t, d, b, n, err in zip(result.tasks, result.default_seconds, result.best_seconds,
-                               result.trials, result.errors):
+    chosen = result.selected_seconds or [math.inf] * len(result.tasks)
+    for t, d, b, n, err, c in zip(result.tasks, result.default_seconds, result.best_seconds,
+                                  result.trials, result.errors, chosen):
         speedup = f"{d / b:.2f}x" if math.isfinite(d) and math.isfinite(b) else "-"
         gflops = f"{t.flops / b / 1e9:.2f}" if math.isfinite(b) else "-"
-        rows.append((t.label, str(t.weight), _ms(d), _ms(b), speedup, gflops, str(n), str(err)))
-    head = ("kernel", "uses", "default ms", "best ms", "speedup", "GFLOP/s", "trials", "errors")
+        rows.append((t.label, str(t.weight), _ms(d), _ms(b), speedup, gflops, str(n), str(err),
+                     _ms(c)))
+    head = ("kernel", "uses", "default ms", "best ms", "speedup", "GFLOP/s", "trials", "errors",
+            "chosen ms")
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     print("  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in
                     enumerate(zip(head, widths))))
@@ -169,3 +188,5 @@ def _summary(result: Any) -> None:
                if measured < len(rows) else "")
     print(f"estimated end-to-end kernel time: default {_ms(d)} ms, tuned {_ms(b)} ms"
           f"{partial} ({result.new_trials} new measurements, {result.resumed_trials} resumed)")
+    print("(best ms: the fastest single timing of the search; chosen ms: the median of the "
+          "final choice re-measured next to the default, '-' where this run made none)")
