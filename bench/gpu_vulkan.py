@@ -2,103 +2,244 @@
 
 Two halves, because the GPU host may have no compiler installed:
 
-    python bench/gpu_vulkan.py build OUTDIR     # here: compile artifacts for vulkan
-    python bench/gpu_vulkan.py run OUTDIR       # on the GPU host: runtime + torch only
+    python bench/gpu_vulkan.py build OUTDIR [--small] [--models mlp,resnet18]
+    python bench/gpu_vulkan.py run OUTDIR [OUTDIR ...] [--repeat 50] [--save FILE]
 
-``run`` needs only tensorsmith-runtime[vulkan] (PYTHONPATH=packages/runtime/src works),
-numpy and, for the comparison column, torch with CUDA. It times each artifact on
-``vulkan`` (median of 20 runs after warm-up; host copies included, as a user sees it),
-and a float32 4096x4096 matmul with torch.matmul, TF32 off. It is a benchmark, not a
-test: nothing asserts on time.
+``build`` (here) compiles for vulkan: a float32 4096x4096 matmul, and the models of
+bench/gpu_build.py (the example MLP, ResNet-18 and MobileNetV2 at 224x224, the BERT
+encoder at sequence 128; ``--small`` shrinks images to 64 and the sequence to 32, for a
+CPU Vulkan driver) with their inputs and ONNX Runtime's outputs.
+
+``run`` (on the GPU host) needs only tensorsmith-runtime[vulkan]
+(PYTHONPATH=packages/runtime/src works), numpy and, for the comparison column, torch.
+It takes one or more folders (artifacts can be built into several, to travel in parts).
+For each model it checks the artifact's output against ONNX Runtime's (max abs error /
+max abs output) and times, as a user sees them (numpy arrays in, numpy arrays out, after
+``--warmup`` runs, median of ``--repeat``):
+
+- *tsm ms*: ``module.run(inputs)`` on ``vulkan``, host copies included;
+- *tsm kernels ms*: the same run's kernels alone, from GPU timestamps (``profile``);
+- *torch ms*: the same architecture (bench/torch_models.py, random weights) in PyTorch
+  eager mode under ``inference_mode``, on CUDA when available (else the CPU, labelled),
+  inputs copied in and the output copied out, synchronized;
+- *ratio* = torch ms / tsm ms: above 1 means tensorsmith is faster.
+
+Then the matmul: TFLOP/s of its kernel (GPU timestamps) next to ``torch.matmul`` on
+device-resident tensors with TF32 off. It is a benchmark, not a test: nothing asserts on
+time, and a wrong output is reported in the table, not raised.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
-import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `python bench/gpu_vulkan.py` puts bench/, not the root, first
+    sys.path.insert(0, str(ROOT))
+
+from bench.measure import relative_error, time_runs  # noqa: E402
+
 MATMUL_N = 4096
+RTOL = 1e-4  # the tests' tolerance; above it the table says WRONG
+MODEL_ORDER = ["mlp", "resnet18", "mobilenetv2", "bert_encoder"]
 
 
-def build(outdir: Path) -> None:
-    import onnx
-
-    from tensorsmith.frontend.onnx import from_onnx
+def build(outdir: Path, names: list[str] | None = None, small: bool = False) -> None:
+    from bench.gpu_build import build_models
     from tensorsmith.ir import GraphBuilder
     from tensorsmith.ir import build as compile_graph
 
     outdir.mkdir(parents=True, exist_ok=True)
-    b = GraphBuilder()
-    x = b.input("a", (MATMUL_N, MATMUL_N), "float32")
-    y = b.input("b", (MATMUL_N, MATMUL_N), "float32")
-    g = b.finish([b.add1("matmul", [x, y], name="mm")])
-    compile_graph(g, target="vulkan").export_library(outdir / "matmul4096.tsm")
-    root = Path(__file__).resolve().parent.parent
-    mod, params = from_onnx(onnx.load(root / "examples" / "mlp.onnx"), {"input": (1, 784)})
-    compile_graph(mod, target="vulkan", params=params).export_library(outdir / "mlp.tsm")
+    if names is None or "matmul" in names:
+        b = GraphBuilder()
+        x = b.input("a", (MATMUL_N, MATMUL_N), "float32")
+        y = b.input("b", (MATMUL_N, MATMUL_N), "float32")
+        g = b.finish([b.add1("matmul", [x, y], name="mm")])
+        compile_graph(g, target="vulkan").export_library(outdir / "matmul4096.tsm")
+    build_models(outdir, names, small)
     print(f"wrote {sorted(p.name for p in outdir.iterdir())}")
 
 
-def _median_ms(fn, repeat: int = 20) -> float:  # noqa: ANN001
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times) * 1e3)
+# ---- run ----------------------------------------------------------------------------
 
 
-def run(outdir: Path) -> None:
-    import tensorsmith.runtime as rt
-
-    rows = []
-    rng = np.random.default_rng(0)
-    mm = rt.load(outdir / "matmul4096.tsm", device="vulkan")
-    a = rng.standard_normal((MATMUL_N, MATMUL_N)).astype(np.float32)
-    bm = rng.standard_normal((MATMUL_N, MATMUL_N)).astype(np.float32)
-    mm.set_input("a", a)
-    mm.set_input("b", bm)
-    ms = _median_ms(mm.run, repeat=5)
-    prof = mm.profile(repeat=3)
-    gpu_ms = sum(r["total_ms"] for r in prof) / 3
-    flops = 2 * MATMUL_N**3
-    row = {"what": f"matmul {MATMUL_N} fp32", "tsm_ms": ms, "tsm_gpu_ms": gpu_ms,
-           "tsm_tflops_gpu": flops / gpu_ms / 1e9}
-    check = mm.get_output(0)[:64, :64]
-    row["max_rel_err_64x64"] = float(np.abs(check - a[:64] @ bm[:, :64]).max()
-                                     / np.abs(a[:64] @ bm[:, :64]).max())
-    mlp = rt.load(outdir / "mlp.tsm", device="vulkan")
-    xin = rng.standard_normal((1, 784)).astype(np.float32)
-    mlp_ms = _median_ms(lambda: mlp.run({"input": xin}))
-    mlp_row = {"what": "mlp (examples/mlp.onnx)", "tsm_ms": mlp_ms}
+def _torch_device() -> tuple[Any, str] | None:
+    """torch and the device it runs on ("cuda" when available), or None without torch."""
     try:
         import torch
+    except ImportError:
+        return None
+    return torch, "cuda" if torch.cuda.is_available() else "cpu"
 
+
+def _kernel_ms(module: Any, repeat: int) -> float:
+    """Mean per-run GPU time of all steps, from the runtime's timestamp profile."""
+    report = module.profile(repeat=repeat)
+    return sum(step["total_ms"] for step in report) / repeat
+
+
+def _time_torch(
+    name: str, note: dict[str, Any], feeds: dict[str, np.ndarray], args: argparse.Namespace
+) -> float:
+    from bench.torch_models import build_torch_model
+
+    torch, device = args.torch
+    module = build_torch_model(name, **note["torch_kwargs"]).to(device)
+
+    def once() -> np.ndarray:
+        with torch.inference_mode():
+            inputs = [torch.from_numpy(feeds[k]).to(device) for k in note["inputs"]]
+            out = module(*inputs).cpu().numpy()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return out
+
+    return time_runs(once, args.repeat, args.warmup).median_ms
+
+
+def bench_model(folder: Path, name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One row: correctness against the reference and the three timings."""
+    import tensorsmith.runtime as rt
+
+    note = json.loads((folder / f"{name}.json").read_text())
+    data = np.load(folder / f"{name}.npz")
+    feeds = {k: data[f"in.{k}"] for k in note["inputs"]}
+    want = [data[f"out.{i}"] for i in range(sum(k.startswith("out.") for k in data.files))]
+    row: dict[str, Any] = {"model": name, "shapes": note["shapes"]}
+    with rt.load(folder / f"{name}.tsm", device=args.device) as module:
+        got = module.run(feeds)
+        row["rel_err"] = max(relative_error(g, w) for g, w in zip(got, want))
+        row["tsm_ms"] = time_runs(lambda: module.run(feeds), args.repeat, args.warmup).median_ms
+        row["tsm_kernels_ms"] = _kernel_ms(module, min(args.repeat, 10))
+    if args.torch is not None:
+        row["torch_ms"] = _time_torch(name, note, feeds, args)
+        row["ratio"] = row["torch_ms"] / row["tsm_ms"]
+    return row
+
+
+def bench_matmul(path: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The float32 4096^3 matmul: kernel TFLOP/s next to torch.matmul's, TF32 off."""
+    import tensorsmith.runtime as rt
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((MATMUL_N, MATMUL_N)).astype(np.float32)
+    b = rng.standard_normal((MATMUL_N, MATMUL_N)).astype(np.float32)
+    flops = 2 * MATMUL_N**3
+    row: dict[str, Any] = {"what": f"matmul {MATMUL_N} fp32"}
+    with rt.load(path, device=args.device) as mm:
+        mm.set_input("a", a)
+        mm.set_input("b", b)
+        row["tsm_ms"] = time_runs(mm.run, 5, 1).median_ms
+        row["tsm_kernel_ms"] = _kernel_ms(mm, 3)
+        check = mm.get_output(0)[:64, :64]
+    row["tsm_tflops"] = flops / row["tsm_kernel_ms"] / 1e9
+    row["rel_err_64x64"] = relative_error(check, a[:64] @ b[:, :64])
+    if args.torch is not None:
+        torch, device = args.torch
         torch.backends.cuda.matmul.allow_tf32 = False
-        ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(bm).cuda()
+        ta, tb = torch.from_numpy(a).to(device), torch.from_numpy(b).to(device)
 
         def torch_mm() -> None:
             torch.matmul(ta, tb)
-            torch.cuda.synchronize()
+            if device == "cuda":
+                torch.cuda.synchronize()
 
-        tms = _median_ms(torch_mm)
-        row.update(torch_ms=tms, torch_tflops=flops / tms / 1e9)
-    except Exception as e:  # noqa: BLE001 - the comparison column is optional
-        row["torch"] = f"unavailable: {e}"
-    rows += [row, mlp_row]
-    print(json.dumps(rows, indent=1))
+        row["torch_ms"] = time_runs(torch_mm, 20, 3).median_ms
+        row["torch_tflops"] = flops / row["torch_ms"] / 1e9
+    return row
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def table(rows: list[dict[str, Any]], mm: dict[str, Any] | None, header: str) -> str:
+    """The printed report: one line per model, then the matmul."""
+    lines = [header, ""]
+    lines.append(
+        "| model | input | tsm vulkan ms | tsm kernels ms | torch eager ms | ratio | rel err |"
+    )
+    lines.append("|---|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        shapes = ", ".join("x".join(map(str, s)) for s in r["shapes"].values())
+        err = _fmt(r["rel_err"], ".1e") + (" WRONG" if r["rel_err"] >= RTOL else "")
+        lines.append(
+            f"| {r['model']} | {shapes} | {r['tsm_ms']:.3f} | {r['tsm_kernels_ms']:.3f} | "
+            f"{_fmt(r.get('torch_ms'), '.3f')} | {_fmt(r.get('ratio'), '.2f')} | {err} |"
+        )
+    if mm is not None:
+        lines += [
+            "",
+            f"{mm['what']}: tensorsmith vulkan {mm['tsm_tflops']:.2f} TFLOP/s "
+            f"(kernel {mm['tsm_kernel_ms']:.2f} ms, run with copies {mm['tsm_ms']:.1f} ms, "
+            f"rel err {mm['rel_err_64x64']:.1e} on a 64x64 block); torch.matmul TF32 off "
+            f"{_fmt(mm.get('torch_tflops'), '.2f')} TFLOP/s ({_fmt(mm.get('torch_ms'), '.2f')} ms)",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _header(args: argparse.Namespace) -> str:
+    import tensorsmith.runtime as rt
+    from tensorsmith.runtime.vulkan.instance import list_devices
+
+    vk = "; ".join(list_devices()) or "none"
+    torch_part = "torch: not installed"
+    if args.torch is not None:
+        torch, device = args.torch
+        where = torch.cuda.get_device_name(0) if device == "cuda" else "CPU"
+        torch_part = f"torch {torch.__version__} eager on {device} ({where})"
+    return (
+        f"tensorsmith-runtime {rt.__version__} on {args.device} [{vk}]; {torch_part}; "
+        f"median of {args.repeat} after {args.warmup} warm-up runs, numpy in and out"
+    )
+
+
+def run(folders: list[Path], args: argparse.Namespace) -> str:
+    args.torch = None if args.no_torch else _torch_device()
+    found = {p.stem: folder for folder in folders for p in folder.glob("*.json")}
+    rows = []
+    for name in [n for n in MODEL_ORDER if n in found] + sorted(set(found) - set(MODEL_ORDER)):
+        rows.append(bench_model(found[name], name, args))
+        print(json.dumps(rows[-1]), flush=True)
+    mm_paths = [f / "matmul4096.tsm" for f in folders if (f / "matmul4096.tsm").exists()]
+    mm = bench_matmul(mm_paths[0], args) if mm_paths and not args.no_matmul else None
+    report = table(rows, mm, _header(args))
+    print(report)
+    if args.save is not None:
+        args.save.write_text(report)
+    return report
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="compile the artifacts (needs the compiler)")
+    b.add_argument("outdir", type=Path)
+    b.add_argument("--models", help="comma-separated subset of matmul," + ",".join(MODEL_ORDER))
+    b.add_argument("--small", action="store_true", help="small sizes, for a CPU driver")
+    r = sub.add_parser("run", help="time the artifacts (needs only the runtime)")
+    r.add_argument("outdirs", type=Path, nargs="+")
+    r.add_argument("--device", default="vulkan")
+    r.add_argument("--repeat", type=int, default=50)
+    r.add_argument("--warmup", type=int, default=5)
+    r.add_argument("--no-torch", action="store_true", help="leave the torch column out")
+    r.add_argument("--no-matmul", action="store_true")
+    r.add_argument("--save", type=Path, help="also write the table to this file")
+    return parser.parse_args(argv)
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3 or argv[1] not in ("build", "run"):
-        print(__doc__, file=sys.stderr)
-        return 2
-    (build if argv[1] == "build" else run)(Path(argv[2]))
+    args = parse_args(argv[1:])
+    if args.command == "build":
+        build(args.outdir, args.models.split(",") if args.models else None, args.small)
+    else:
+        run(args.outdirs, args)
     return 0
 
 
