@@ -23,6 +23,8 @@ from ..te.schedule import Schedule, Stage, input_tensors
 #: Enough workgroups to keep every multiprocessor of a large GPU busy: tiles shrink until
 #: a product yields this many (or the smallest tile is reached).
 TARGET_WORKGROUPS = 128
+#: Invocations a workgroup should have at least (two 32-wide SIMD groups).
+MIN_INVOCATIONS = 64
 
 
 @dataclass(frozen=True)
@@ -66,9 +68,15 @@ def choose_tiles(batch: int, m: int, n: int, k: int) -> GemmTiles:
 
 
 def _fit(t: GemmTiles, m: int, n: int, k: int) -> GemmTiles:
-    """Shrink a tile along an axis it overhangs by half or more; pick a dividing step."""
+    """Shrink a tile along an axis it overhangs by half or more, move invocations freed
+    that way to the other axis (a workgroup of a few invocations leaves most of a SIMD
+    unit idle), and pick a reduction step that divides ``k`` when one is close."""
     ty, ri = _fit_axis(m, t.ty, t.ri)
     tx, rj = _fit_axis(n, t.tx, t.rj)
+    while ty * tx < MIN_INVOCATIONS and tx * rj < n:
+        tx, rj = (tx * 2, rj // 2) if rj > 1 else (tx * 2, rj)
+    while ty * tx < MIN_INVOCATIONS and ty * ri < m:
+        ty, ri = (ty * 2, ri // 2) if ri > 1 else (ty * 2, ri)
     kt = min(t.kt, k)
     if k % kt:
         kt = next((c for c in range(kt, 3, -1) if k % c == 0), kt)
