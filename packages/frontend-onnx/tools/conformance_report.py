@@ -76,9 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             results[name] = CaseResult(case.op, case.expanded, False, "not run")
     record = Record(onnx=onnx.__version__, target="llvm", total=len(cases), excluded=excluded,
-                    excluded_ops=excluded_ops, cases=results,
-                    wall_seconds=round(wall if old is None else old.wall_seconds, 1),
-                    jobs=args.jobs)
+                    excluded_ops=excluded_ops, cases=results)
     args.record.parent.mkdir(parents=True, exist_ok=True)
     args.record.write_text(record.to_json())
     args.docs.write_text(render(record))

@@ -181,9 +181,29 @@ class VectorEmitter:
                 if span is not None:
                     return load_clamped(self, e, span)
             return self.gather(e, step)
+        if isinstance(e, Select) and isinstance(e.a, Load):
+            padded = self.padded_read(e)
+            if padded is not None:
+                return padded
         if isinstance(e, Binary | Select | Cast | Call):
             return self.per_node(e)
         return self.per_lane(e)
+
+    def padded_read(self, e: Select) -> ir.Value | None:
+        """``select(inside, buf[clamped span], fill)``, a padded input's read, as one
+        masked span load (see clamped.py); None when ``e`` has another shape."""
+        from .clamped import clamped_span, load_clamped, matches
+
+        load = e.a
+        assert isinstance(load, Load)
+        if load.buffer.dtype == "bool" or load.buffer.scope == "local":  # type: ignore[union-attr]
+            return None
+        if any(v is self.var for v in free_vars(e.b)) or not matches(e.cond, self.var):
+            return None
+        span = clamped_span(load.indices[0], self.var)
+        if span is None:
+            return None
+        return load_clamped(self, load, span, e.cond, e.b)
 
     def strided_load(self, e: Load, step: int) -> ir.Value:
         """Every ``step``-th element (a strided convolution's input row): one masked
@@ -245,6 +265,8 @@ class VectorEmitter:
             index = self.expr(e.indices[0])
         if not isinstance(index.type, ir.VectorType):
             return self.per_lane(e)
+        if getattr(self, "mask", None) is not None:  # lanes past a split's tail read [0]
+            index = b.select(self.mask, index, ir.Constant(index.type, None))
         buf = e.buffer
         elem = _elem(buf.dtype)  # type: ignore[union-attr]
         base = self.em.bufs[id(buf)]

@@ -41,8 +41,6 @@ class Record:
     excluded: dict[str, list[str]]  # reason -> case names
     excluded_ops: dict[str, str]  # case name -> op (for the per-operator table)
     cases: dict[str, CaseResult]  # in-scope cases
-    wall_seconds: float = 0.0
-    jobs: int = 2
 
     @property
     def passed(self) -> list[str]:
@@ -113,8 +111,6 @@ def render(rec: Record) -> str:
         "graph IR has static shapes, so the backend compiles those cases specialized on "
         "the given values (the inputs are frozen into the model, as when freezing "
         "parameters). They are listed at the end.",
-        f"* The run that produced this table took {rec.wall_seconds:.0f} s with "
-        f"{rec.jobs} worker processes.",
         "",
         "## Excluded cases",
         "",
