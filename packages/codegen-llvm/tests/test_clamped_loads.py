@@ -19,7 +19,9 @@ def test_match_clamped_span() -> None:
     x, row = Var("x", INDEX), Var("row", INDEX)
     span = clamped_span(row * 56 + maximum(minimum(x - 1, 55), 0), x)
     assert span is not None and (span.lo, span.hi) == (0, 55)
-    assert clamped_span(row * 56 + maximum(minimum(x * 2, 55), 0), x) is None  # stride 2
+    strided = clamped_span(row * 56 + maximum(minimum(x * 2 - 1, 55), 0), x)
+    assert strided is not None and strided.step == 2
+    assert clamped_span(row * 56 + maximum(minimum(x * 5, 55), 0), x) is None  # stride 5
     assert clamped_span(row * 56 + x, x) is None  # nothing clamped: a plain vector load
 
 

@@ -56,3 +56,15 @@ def test_padded_conv(attrs: dict[str, Any]) -> None:
 def test_padded_max_pool() -> None:
     check("pool2d", [(1, 2, 7, 7)], {"mode": "max", "kernel": [3, 3], "strides": [2, 2],
                                      "pads": [1, 1, 1, 1]})
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_reads_padding_in_place(stride: int) -> None:
+    func = check("conv2d", [(1, 4, 9, 11), (4, 1, 3, 3)],
+                 {"pads": [1, 1, 1, 1], "strides": [stride, stride], "groups": 4})
+    assert not any(p.name.endswith("_pad") for p in func.params)  # no padded copy
+
+
+def test_dense_conv_keeps_padded_copy() -> None:
+    func = check("conv2d", [(1, 4, 6, 6), (2, 4, 3, 3)], {"pads": [1, 1, 1, 1]})
+    assert any(p.name.endswith("_pad") for p in func.params)

@@ -26,10 +26,12 @@ def schedule_cpu(outputs: list[Tensor], num_threads: int = 0) -> Schedule:
     s = Schedule(outputs)
     out_ids = {t.uid for t in outputs}
     readers = _readers(s)
+    read_in_place = _pads_read_in_place(s, readers, out_ids)
     for st in s.stages:
         op = st.tensor.op
         assert op is not None
-        if st.tensor.uid not in out_ids and not op.reduce_axes and not st.name.endswith("_pad"):
+        if st.tensor.uid not in out_ids and not op.reduce_axes and (
+                not st.name.endswith("_pad") or st.tensor.uid in read_in_place):
             s.compute_inline(st.name)
         elif op.reduce_axes and (op.tag == "conv2d" or op.tag.startswith("pool_")):
             _schedule_window(s, st)
@@ -42,6 +44,34 @@ def schedule_cpu(outputs: list[Tensor], num_threads: int = 0) -> Schedule:
         else:
             _schedule_elementwise(s, st)
     return s
+
+
+def _pads_read_in_place(s: Schedule, readers: dict[int, list[Stage]],
+                        out_ids: set[int]) -> set[int]:
+    """Padding stages to inline into their one reader instead of materialising.
+
+    A depthwise convolution or a pooling window reads each input element a handful of
+    times, with one multiply-add or max each: copying the padded input first cost as much
+    as the convolution itself (more with stride 2, which reads a 4x larger input than it
+    writes). Inlined, the padded read is ``select(inside, x[clamped], fill)``, which
+    codegen emits as one masked span load. Convolutions with many input channels per
+    output keep the copy: every padded row is read there by many output channels.
+    """
+    from ..te.schedule import input_tensors
+
+    out: set[int] = set()
+    for st in s.stages:
+        op = st.tensor.op
+        assert op is not None
+        windowed = op.tag.startswith("pool_") or (
+            op.tag == "conv2d" and op.reduce_axes and op.reduce_axes[0].extent == 1)
+        if not windowed:
+            continue
+        for t in input_tensors(st.tensor):
+            if (t.op is not None and t.name.endswith("_pad") and t.uid not in out_ids
+                    and [r.name for r in readers.get(t.uid, [])] == [st.name]):
+                out.add(t.uid)
+    return out
 
 
 def _work(st: Stage) -> int:
