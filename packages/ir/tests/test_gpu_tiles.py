@@ -166,3 +166,43 @@ def test_tile_choice_keeps_big_tiles_for_big_products() -> None:
     assert vit.rows * vit.cols < 128 * 128 and 192 % vit.kt == 0
     head = choose_tiles(1, 1, 1000, 512)
     assert head.rows == 1 and head.ty * head.tx >= 64
+
+
+def conv_graph_stage(n: int, c: int, hw: int, o: int, k: int, stride: int, pad: int,
+                     groups: int = 1) -> tuple[te.Tensor, ...]:
+    from tensorsmith.ir.op_registry import TensorType, get_op
+
+    x = te.placeholder((n, c, hw, hw), name="x")
+    w = te.placeholder((o, c // groups, k, k), name="w")
+    attrs = {"strides": [stride, stride], "pads": [pad] * 4, "groups": groups}
+    opdef = get_op("conv2d")
+    (out_type,) = opdef.infer([TensorType(x.shape, "float32"), TensorType(w.shape, "float32")],
+                              attrs)
+    (y,) = opdef.compute([x, w], attrs, [out_type], "conv")
+    return x, w, y
+
+
+def conv_reference(x: np.ndarray, w: np.ndarray, stride: int, pad: int) -> np.ndarray:
+    from tensorsmith.ir.op_registry import get_op
+
+    attrs = {"strides": [stride, stride], "pads": [pad] * 4}
+    return get_op("conv2d").reference([x, w], attrs)[0]
+
+
+@pytest.mark.parametrize("geometry", [(1, 3, 7, 5, 3, 1, 1), (2, 4, 9, 6, 3, 2, 1),
+                                      (1, 6, 5, 9, 1, 1, 0)])
+def test_default_gpu_conv_matches_numpy(geometry: tuple[int, ...]) -> None:
+    n, c, hw, o, k, stride, pad = geometry
+    x, w, y = conv_graph_stage(n, c, hw, o, k, stride, pad)
+    s = schedule_gpu([y])
+    assert any(step.kind == "cache_read" and step.args[1] == "shared" for step in s.steps)
+    func = te.lower(s, [x, w], [y])
+    xs = rng.standard_normal(x.shape).astype("float32")
+    ws = rng.standard_normal(w.shape).astype("float32")
+    (out,) = run(func, [xs, ws, np.zeros(y.shape, "float32")])
+    np.testing.assert_allclose(out, conv_reference(xs, ws, stride, pad), rtol=1e-4, atol=1e-4)
+
+
+def test_grouped_conv_keeps_the_simple_schedule() -> None:
+    *_, y = conv_graph_stage(1, 4, 5, 4, 3, 1, 1, groups=4)
+    assert not any(step.kind == "cache_read" for step in schedule_gpu([y]).steps)

@@ -7,8 +7,9 @@ workgroup, the workgroup size). Loops inside run serially in each invocation, wi
 shared-memory tiles filled between workgroup barriers. The dispatches of a kernel run in
 order with a memory barrier between them.
 
-Matrix products get the tiled schedule of ``gpu_gemm.py``, with the elementwise ops
-after them (bias, activation, residual add) applied as the tile is written back. Every
+Matrix products get the tiled schedule of ``gpu_gemm.py`` and ungrouped convolutions
+that of ``gpu_conv.py``, with the elementwise ops after them (bias, activation,
+residual add) applied as the tile is written back. Every
 other stage fuses its spatial axes into one loop split over ``blockIdx.x`` and
 ``threadIdx.x``; its reductions run serially per invocation.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from ..te.schedule import Schedule, Stage, input_tensors
 from ..te.tensor import Tensor
+from .gpu_conv import is_conv, schedule_conv
 from .gpu_gemm import is_gemm, schedule_gemm
 
 WORKGROUP_SIZE = 64
@@ -35,6 +37,9 @@ def schedule_gpu(outputs: list[Tensor], workgroup_size: int = WORKGROUP_SIZE) ->
             continue
         if is_gemm(st):
             schedule_gemm(s, st)
+            _fuse_elementwise_consumer(s, st, out_ids)
+            continue
+        if is_conv(st) and schedule_conv(s, st) is not None:
             _fuse_elementwise_consumer(s, st, out_ids)
             continue
         spatial = [a.var.name for a in op.axes]

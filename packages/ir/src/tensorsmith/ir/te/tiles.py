@@ -58,7 +58,7 @@ class Tile:
             e = simplify(index, bounds)
             fixed = {id(v) for v in free_vars(self.base[d])}
             free = {id(v): 1 for v in free_vars(e) if id(v) not in fixed}
-            form = _affine(e, {**free, **self.varying})
+            form = affine_form(e, {**free, **self.varying})
             g = self.step[d]
             if (form is None or any(c % g for c in form[1].values())
                     or not same(simplify(form[0], bounds), simplify(self.base[d], bounds))):
@@ -118,7 +118,7 @@ def _box(tensor: Tensor, loads: list[Load], values: dict[int, Expr],
             continue
         for d, index in enumerate(load.indices):
             e = simplify(substitute(index, values), bounds)
-            form = _affine(e, extents)
+            form = affine_form(e, extents)
             if form is None:
                 raise ValueError(f"cache_read of {tensor.name} in {where}: index {e} is not "
                                  "affine in the loops below")
@@ -143,14 +143,14 @@ def _var_of(e: Expr, key: int) -> Var:
     return next(v for v in free_vars(e) if id(v) == key)
 
 
-def _affine(e: Expr, varying: dict[int, int]) -> tuple[Expr, dict[int, int]] | None:
+def affine_form(e: Expr, varying: dict[int, int]) -> tuple[Expr, dict[int, int]] | None:
     """``e`` as ``base + sum(c * v)`` over the varying variables, or None."""
     if not any(id(v) in varying for v in free_vars(e)):
         return e, {}
     if isinstance(e, Var):
         return const(0), {id(e): 1}
     if isinstance(e, Binary) and e.op in ("add", "sub"):
-        a, b = _affine(e.a, varying), _affine(e.b, varying)
+        a, b = affine_form(e.a, varying), affine_form(e.b, varying)
         if a is None or b is None:
             return None
         sign = 1 if e.op == "add" else -1
@@ -161,7 +161,7 @@ def _affine(e: Expr, varying: dict[int, int]) -> tuple[Expr, dict[int, int]] | N
     if isinstance(e, Binary) and e.op == "mul":
         for x, k in ((e.a, e.b), (e.b, e.a)):
             if isinstance(k, Const) and isinstance(k.value, int):
-                inner = _affine(x, varying)
+                inner = affine_form(x, varying)
                 if inner is None:
                     return None
                 return inner[0] * k.value, {v: c * k.value for v, c in inner[1].items()}
