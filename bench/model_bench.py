@@ -3,6 +3,9 @@ Runtime on the same inputs, with the same number of threads, in the same process
 
 A failure at any stage (import, compile, load, run) is recorded in the result instead of
 raised, and ONNX Runtime is still timed, so a benchmark run always completes its table.
+Given tuning records, the model is also compiled with them (``build(records=...)``) and
+the untuned build, the tuned build and ONNX Runtime are timed together, interleaved,
+so the three columns share the same moments of the machine's other load.
 """
 
 from __future__ import annotations
@@ -54,6 +57,16 @@ class ModelResult:
     error: str | None = None
     traceback: str | None = None
     per_op: list[dict[str, Any]] | None = None
+    records: str | None = None
+    tuned: Stats | None = None  # the build with ``records`` applied
+    tuned_max_rel_error: float | None = None
+
+    @property
+    def tuned_ratio(self) -> float | None:
+        """ORT time / tuned tensorsmith time (median)."""
+        if self.tuned is None or self.onnxruntime is None:
+            return None
+        return self.onnxruntime.median_ms / self.tuned.median_ms
 
     @property
     def ratio(self) -> float | None:
@@ -75,6 +88,10 @@ class ModelResult:
             "error": self.error,
             "traceback": self.traceback,
             "per_op": self.per_op,
+            "records": self.records,
+            "tuned": self.tuned.as_dict() if self.tuned else None,
+            "ratio_ort_over_tuned": self.tuned_ratio,
+            "tuned_max_rel_error": self.tuned_max_rel_error,
         }
 
 
@@ -99,14 +116,16 @@ def bench_model(
     warmup: int,
     threads: int,
     per_op: int = 0,
+    records: str | None = None,
 ) -> ModelResult:
     """Compile ``MODELS[name](**config)`` and time it against ONNX Runtime.
 
     The two are timed interleaved (one tensorsmith run, one ORT run, ...), ``repeat``
     times each after ``warmup`` runs each. ``per_op > 0`` keeps that many of the slowest
-    steps of ``m.profile()``.
+    steps of ``m.profile()``. With ``records``, a second build applies them and is timed
+    in the same interleaving.
     """
-    result = ModelResult(name, dict(config))
+    result = ModelResult(name, dict(config), records=records)
     stage = "build ONNX model"
     try:
         model = MODELS[name](**config)
@@ -120,7 +139,7 @@ def bench_model(
     def run_ort() -> list[np.ndarray]:
         return session.run(None, feeds)
 
-    module = None
+    module = tuned = None
     try:
         stage = "import"
         start = time.perf_counter()
@@ -151,9 +170,25 @@ def bench_model(
         def run_tsm() -> list[np.ndarray]:
             return tsm_module.run(feeds)
 
-        result.tensorsmith, result.onnxruntime = interleaved(
-            [run_tsm, run_ort], repeat=repeat, warmup=warmup
-        )
+        runners = [run_tsm, run_ort]
+        if records is not None:
+            stage = "compile with records"
+            tuned_path = workdir / f"{name}.tuned.so"
+            build(mod, target="llvm", params=params, records=records).export_library(tuned_path)
+            tuned = rt.load(tuned_path, device="cpu", num_threads=threads)
+            tuned_module = tuned
+            got = tuned.run(feeds)
+            result.tuned_max_rel_error = max(relative_error(g, w) for g, w in zip(got, want))
+
+            def run_tuned() -> list[np.ndarray]:
+                return tuned_module.run(feeds)
+
+            runners.insert(1, run_tuned)
+        stage = "time"
+        stats = interleaved(runners, repeat=repeat, warmup=warmup)
+        result.tensorsmith, result.onnxruntime = stats[0], stats[-1]
+        if records is not None:
+            result.tuned = stats[1]
         if per_op > 0:
             stage = "profile"
             report = module.profile(feeds, repeat=min(repeat, 10))
@@ -168,6 +203,8 @@ def bench_model(
     finally:
         if module is not None:
             module.close()
+        if tuned is not None:
+            tuned.close()
     if result.onnxruntime is None:
         result.onnxruntime = time_runs(run_ort, repeat=repeat, warmup=warmup)
     return result

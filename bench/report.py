@@ -92,10 +92,21 @@ def model_table(results: Sequence[ModelResult], threads: int) -> str:
         ]
         for r in results
     ]
+    if any(r.records for r in results):  # tuned builds: their own two columns
+        header.insert(3, "tuned ms")
+        header.insert(6, "tuned ratio")
+        for r, row in zip(results, rows):
+            row.insert(3, _ms(r.tuned))
+            row.insert(6, _num(r.tuned_ratio, ".2f"))
+            if r.tuned_max_rel_error is not None:  # the worse of the two builds
+                worst = max(r.tuned_max_rel_error, r.max_rel_error or 0.0)
+                row[-2], row[-1] = _num(worst, ".1e"), _note(r.error, worst)
     runs = max((r.onnxruntime.runs for r in results if r.onnxruntime), default=0)
     title = (
         f"Models: {threads} threads, batch 1, median (min) of {runs} runs, "
         "ratio = ORT / tensorsmith (> 1: tensorsmith faster)"
+        + ("; tuned: built with the tuning records, tuned ratio = ORT / tuned"
+           if any(r.records for r in results) else "")
     )
     return title + "\n" + format_table(header, rows, notes=True)
 

@@ -4,6 +4,7 @@
     python bench/run.py --models resnet18,bert_encoder --no-gemm --repeat 50
     python bench/run.py --gemm-only --gemm-sizes 512,1024
     python bench/run.py --per-op 10            # also the 10 slowest kernels per model
+    python bench/run.py --models bert_encoder --no-gemm --records bert_encoder=bert.jsonl
     nox -s bench -- --models resnet50          # the same, against a fresh install
 
 Prints the tables and writes them, with the machine and versions, to
@@ -66,6 +67,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="print the N slowest steps of each model's profile (default N: 10)",
     )
     p.add_argument(
+        "--records",
+        action="append",
+        default=[],
+        metavar="MODEL=PATH",
+        help="tuning records for MODEL (repeatable): it is also compiled with them, and the "
+        "untuned build, the tuned build and ORT are timed together",
+    )
+    p.add_argument(
         "--json-dir",
         type=Path,
         default=RESULTS_DIR,
@@ -76,6 +85,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = [m for m in args.models if m not in known]
     if unknown:
         p.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    records = {}
+    for item in args.records:
+        model, sep, path = item.partition("=")
+        if not sep or model not in args.models or not Path(path).is_file():
+            p.error(f"--records {item}: expected MODEL=PATH, a model of --models and a file")
+        records[model] = path
+    args.records = records
     args.gemm_sizes = [int(n) for n in args.gemm_sizes.split(",") if n.strip()]
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
@@ -95,6 +111,7 @@ def run_models(args: argparse.Namespace, workdir: Path) -> list[ModelResult]:
             warmup=args.warmup,
             threads=args.threads,
             per_op=args.per_op,
+            records=args.records.get(name),
         )
         results.append(result)
     return results
