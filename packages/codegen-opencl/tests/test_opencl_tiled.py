@@ -64,3 +64,16 @@ def test_convolutions_in_one_program(tmp_path: Path) -> None:
                    name=f"conv{i}")
         outs.append(b.add1("relu", [b.add1("add", [y, bias], name=f"a{i}")], name=f"r{i}"))
     check_program(b.finish(outs), inputs, tmp_path)
+
+
+def test_workgroup_reductions_in_one_program(tmp_path: Path) -> None:
+    b = GraphBuilder()
+    x = b.input("x", (2, 1000), "float32")
+    p = b.input("p", (2, 40, 7, 7), "float32")
+    outs = [b.add1("softmax", [x], {"axis": -1}, name="sm"),
+            b.add1("argmax", [x], {"axis": 1, "keepdims": False}, name="am"),
+            b.add1("reduce_mean", [p], {"axes": [2, 3], "keepdims": True}, name="gap"),
+            b.add1("reduce_max", [x], {"axes": [0, 1], "keepdims": False}, name="all")]
+    check_program(b.finish(outs), {"x": rng.standard_normal((2, 1000)).astype("float32"),
+                                   "p": rng.standard_normal((2, 40, 7, 7)).astype("float32")},
+                  tmp_path)

@@ -206,3 +206,52 @@ def test_default_gpu_conv_matches_numpy(geometry: tuple[int, ...]) -> None:
 def test_grouped_conv_keeps_the_simple_schedule() -> None:
     *_, y = conv_graph_stage(1, 4, 5, 4, 3, 1, 1, groups=4)
     assert not any(step.kind == "cache_read" for step in schedule_gpu([y]).steps)
+
+
+def softmax_rows(rows: int, length: int) -> tuple[te.Tensor, te.Tensor]:
+    x = te.placeholder((rows, length), name="x")
+    k = te.reduce_axis(length, "k")
+    mx = te.compute((rows,), lambda i: te.max(x[i, k], k), name="mx")
+    k2 = te.reduce_axis(length, "k2")
+    sm = te.compute((rows,), lambda i: te.sum(te.exp(x[i, k2] - mx[i]), k2), name="sm")
+    return x, te.compute((rows, length), lambda i, j: te.exp(x[i, j] - mx[i]) / sm[i], name="y")
+
+
+@pytest.mark.parametrize("length", [32, 70, 300])
+def test_workgroup_reductions_for_softmax_rows(length: int) -> None:
+    x, y = softmax_rows(3, length)
+    s = schedule_gpu([y])
+    assert any(step.args[1] == "threadIdx.x" and step.args[0].startswith("k")
+               for step in s.steps if step.kind == "annotate")
+    func = te.lower(s, [x], [y])
+    xs = rng.standard_normal((3, length)).astype("float32") * 4
+    (out,) = run(func, [xs, np.zeros((3, length), "float32")])
+    e = np.exp(xs - xs.max(1, keepdims=True))
+    np.testing.assert_allclose(out, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_workgroup_reduction_over_two_axes_to_a_scalar() -> None:
+    x = te.placeholder((6, 11), name="x")
+    r0, r1 = te.reduce_axis(6, "r0"), te.reduce_axis(11, "r1")
+    total = te.compute((1,), lambda i: te.sum(x[r0, r1], [r0, r1]), name="total")
+    func = te.lower(schedule_gpu([total]), [x], [total])
+    xs = rng.standard_normal((6, 11)).astype("float32")
+    (out,) = run(func, [xs, np.zeros((1,), "float32")])
+    np.testing.assert_allclose(out, [xs.sum()], rtol=1e-5)
+
+
+def test_short_reductions_stay_per_invocation() -> None:
+    _, y = softmax_rows(5, 8)
+    assert not any(step.args[1] == "threadIdx.x" and step.args[0].startswith("k")
+                   for step in schedule_gpu([y]).steps if step.kind == "annotate")
+
+
+def test_workgroup_reduction_needs_a_power_of_two() -> None:
+    x, y = softmax_rows(2, 40)
+    s = te.create_schedule(y)
+    ko, ki = s.split("mx", "k", 10)
+    s.reorder("mx", "mx_i0", ki, ko)
+    s.annotate("mx", "mx_i0", "blockIdx.x")
+    s.annotate("mx", ki, "threadIdx.x")
+    with pytest.raises(ValueError, match="power of two"):
+        te.lower(s, [x], [y])

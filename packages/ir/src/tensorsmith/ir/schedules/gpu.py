@@ -9,9 +9,11 @@ order with a memory barrier between them.
 
 Matrix products get the tiled schedule of ``gpu_gemm.py`` and ungrouped convolutions
 that of ``gpu_conv.py``, with the elementwise ops after them (bias, activation,
-residual add) applied as the tile is written back. Every
-other stage fuses its spatial axes into one loop split over ``blockIdx.x`` and
-``threadIdx.x``; its reductions run serially per invocation.
+residual add) applied as the tile is written back. A reduction of 32 or more
+inputs per output runs one output per workgroup, its invocations combining partial
+results in shared memory (te/allreduce.py). Every other stage fuses its spatial axes
+into one loop split over ``blockIdx.x`` and ``threadIdx.x``; its short reductions run
+serially per invocation.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from .gpu_conv import is_conv, schedule_conv
 from .gpu_gemm import is_gemm, schedule_gemm
 
 WORKGROUP_SIZE = 64
+#: Reductions at least this long are shared by a workgroup, of at most this many.
+WORKGROUP_REDUCE_MIN = 32
+WORKGROUP_REDUCE_MAX = 256
 
 
 def schedule_gpu(outputs: list[Tensor], workgroup_size: int = WORKGROUP_SIZE) -> Schedule:
@@ -42,6 +47,8 @@ def schedule_gpu(outputs: list[Tensor], workgroup_size: int = WORKGROUP_SIZE) ->
         if is_conv(st) and schedule_conv(s, st) is not None:
             _fuse_elementwise_consumer(s, st, out_ids)
             continue
+        if op.reduce_axes and _schedule_workgroup_reduction(s, st):
+            continue
         spatial = [a.var.name for a in op.axes]
         fused = spatial[0] if spatial else None
         for name in spatial[1:]:
@@ -52,6 +59,38 @@ def schedule_gpu(outputs: list[Tensor], workgroup_size: int = WORKGROUP_SIZE) ->
         s.annotate(st.name, block, "blockIdx.x")
         s.annotate(st.name, thread, "threadIdx.x")
     return s
+
+
+def _schedule_workgroup_reduction(s: Schedule, st: Stage) -> bool:
+    """One workgroup per output when each output reduces ``WORKGROUP_REDUCE_MIN`` or more
+    inputs (softmax and normalization rows, global pooling, a classifier's sums): the
+    invocations read neighbouring inputs and combine their partial results in shared
+    memory. Returns False, scheduling nothing, for shorter reductions."""
+    op = st.tensor.op
+    assert op is not None
+    length = 1
+    for a in op.reduce_axes:
+        length *= a.extent
+    if length < WORKGROUP_REDUCE_MIN:
+        return False
+    name = st.name
+    spatial = [a.var.name for a in op.axes]
+    reduce = [a.var.name for a in op.reduce_axes]
+    rows = spatial[0] if spatial else None
+    for leaf in spatial[1:]:
+        rows = s.fuse(name, rows, leaf)  # type: ignore[arg-type]
+    r = reduce[0]
+    for leaf in reduce[1:]:
+        r = s.fuse(name, r, leaf)
+    threads = WORKGROUP_REDUCE_MAX
+    while threads > length:
+        threads //= 2
+    serial, lanes = s.split(name, r, threads)
+    s.reorder(name, *([rows] if rows else []), lanes, serial)
+    if rows is not None:
+        s.annotate(name, rows, "blockIdx.x")
+    s.annotate(name, lanes, "threadIdx.x")
+    return True
 
 
 def _fuse_elementwise_consumer(s: Schedule, st: Stage, out_ids: set[int]) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import tiles
+from . import allreduce, tiles
 from .expr import Const, Expr, Load, Reduce, Var, as_expr, binary, const, maximum, minimum, same
 from .schedule import Fuse, Leaf, Schedule, Split, Stage
 from .simplify import simplify
@@ -107,6 +107,12 @@ class _Lowerer:
         if isinstance(body, Reduce):
             if st.cache_at is not None:
                 return self._cached_reduction(st, body, values, guards, out, index, fills)
+            if allreduce.is_cross_thread(st):
+                return allreduce.cross_thread_reduction(
+                    st, self.expr(substitute(body.body, values)), guards,
+                    [g for g in guards if not _mentions_reduce(g, st)], out, index,
+                    lambda a, b: combine(body.combiner, a, b),  # type: ignore[union-attr]
+                    identity(body.combiner, out.dtype))
             inner = substitute(body.body, values)
             update: Stmt = Store(out, index, combine(body.combiner, Load(out, (index,),
                                  out.dtype), self.expr(inner)))
