@@ -1,4 +1,5 @@
-"""Clamped contiguous spans (a padding stage's reads) load as one masked vector."""
+"""Clamped spans (a padding stage's reads) and constant lane offsets (a small image's
+rows) load as one masked vector."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 import tensorsmith.runtime as rt
 from tensorsmith.codegen.llvm.clamped import clamped_span
+from tensorsmith.codegen.llvm.offsets import lane_offsets
 from tensorsmith.ir import GraphBuilder, build, run_graph
 from tensorsmith.ir.te.expr import INDEX, Var, maximum, minimum
 
@@ -38,3 +40,25 @@ def test_padded_input_read_as_masked_span(width: int, pads: list[int], tmp_path:
     feeds = {"x": rng.standard_normal((1, 3, 5, width)).astype("float32")}
     got = rt.load(path, device="cpu").run(feeds)[0]
     np.testing.assert_allclose(got, run_graph(g, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_lane_offsets_of_a_flattened_image() -> None:
+    f, c = Var("f", INDEX), Var("c", INDEX)
+    got = lane_offsets(c * 81 + (f // 7) * 9 + f % 7, f, 16)
+    assert got is not None and got[1] == [0, 1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13, 14, 15, 18, 19]
+    assert lane_offsets(c * 81 + f * 9, f, 16) is None  # a span of 9 vectors: a gather
+
+
+@pytest.mark.parametrize("size,cin", [(7, 16), (5, 3)])
+def test_small_image_conv_reads_rows_as_one_span(size: int, cin: int, tmp_path: Path) -> None:
+    b = GraphBuilder()
+    x = b.input("x", (1, cin, size, size), "float32")
+    w = b.constant("w", rng.standard_normal((8, cin, 3, 3)).astype("float32"))
+    g = b.finish([b.add1("conv2d", [x, w], {"pads": [1, 1, 1, 1]}, name="conv")])
+    lib = build(g, target="llvm")
+    assert "shufflevector" in lib.get_source("llvm")
+    path = tmp_path / "m.so"
+    lib.export_library(path)
+    feeds = {"x": rng.standard_normal((1, cin, size, size)).astype("float32")}
+    got = rt.load(path, device="cpu").run(feeds)[0]
+    np.testing.assert_allclose(got, run_graph(g, feeds)[0], rtol=1e-4, atol=1e-4)

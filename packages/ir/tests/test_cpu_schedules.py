@@ -68,3 +68,17 @@ def test_depthwise_reads_padding_in_place(stride: int) -> None:
 def test_dense_conv_keeps_padded_copy() -> None:
     func = check("conv2d", [(1, 4, 6, 6), (2, 4, 3, 3)], {"pads": [1, 1, 1, 1]})
     assert any(p.name.endswith("_pad") for p in func.params)
+
+
+def test_small_image_vectorized_over_flattened_pixels() -> None:
+    func = check("conv2d", [(1, 6, 5, 5), (8, 6, 3, 3)], {"pads": [1, 1, 1, 1]})
+    vector = [s for s in walk_stmts(func.body) if isinstance(s, For) and s.kind == "vectorized"
+              and s.var.name.startswith("t0_i2.t0_i3")]
+    assert vector and vector[0].extent == 32  # 25 pixels, one 32-lane block
+
+
+def test_small_image_with_far_rows_keeps_row_vectors() -> None:
+    func = check("conv2d", [(1, 2, 14, 14), (3, 2, 3, 3)], {"pads": [1, 1, 1, 1],
+                                                           "strides": [2, 2]})
+    assert not any(isinstance(s, For) and s.var.name.startswith("t0_i2.t0_i3")
+                   for s in walk_stmts(func.body))

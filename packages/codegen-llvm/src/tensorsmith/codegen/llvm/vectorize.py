@@ -180,6 +180,11 @@ class VectorEmitter:
                 span = clamped_span(e.indices[0], self.var)
                 if span is not None:
                     return load_clamped(self, e, span)
+                from .offsets import lane_offsets, load_offsets
+
+                pattern = lane_offsets(e.indices[0], self.var, self.lanes)
+                if pattern is not None:
+                    return load_offsets(self, e, *pattern)
             return self.gather(e, step)
         if isinstance(e, Select) and isinstance(e.a, Load):
             padded = self.padded_read(e)
