@@ -74,7 +74,8 @@ def test_shared_memory_barrier_local_array_and_branches(tmp_path: Path) -> None:
     kernels = codegen([func], Target.parse("vulkan"))
     kernels.validate()
     text = kernels.source("spirv")
-    assert "OpControlBarrier" in text and "Workgroup" in text and "Unroll" in text
+    assert "OpControlBarrier" in text and "Workgroup" in text
+    assert "OpLoopMerge" not in text  # the short unrolled loop is emitted unrolled
     path = tmp_path / "tile.tsm"
     kernels.export(str(path), plan_for(func), b"")
     x = np.random.default_rng(0).standard_normal(GROUPS * WG).astype("float32")
@@ -132,3 +133,24 @@ def test_integer_division_and_modulo_of_negative_operands(dtype: str, tmp_path: 
     np.testing.assert_array_equal(got[0], xs // ys)
     np.testing.assert_array_equal(got[1], xs % ys)
     np.testing.assert_array_equal(got[2], np.fmod(xs, ys))
+
+
+def test_long_unrolled_loops_keep_the_unroll_hint(tmp_path: Path) -> None:
+    """Only short loops are unrolled by the emitter; the driver unrolls the rest."""
+    y = Buffer("y", (WG,), "float32")
+    t, j = Var("t"), Var("j")
+    acc = Buffer("acc", (1,), "float32", "local")
+    zero = const(0)
+    body = Allocate(acc, Seq([
+        Store(acc, zero, const(0.0)),
+        For(j, 40, "unrolled", Store(acc, zero, Load(acc, (zero,), "float32") + 1.0)),
+        Store(y, t, Load(acc, (zero,), "float32")),
+    ]))
+    func = PrimFunc("count", [y], For(t, WG, "threadIdx.x", body), 0, 1)
+    kernels = codegen([func], Target.parse("vulkan"))
+    kernels.validate()
+    assert "Unroll" in kernels.source("spirv")
+    path = tmp_path / "count.tsm"
+    kernels.export(str(path), plan_for(func), b"")
+    (got,) = rt.load(path, device="vulkan").run({})
+    np.testing.assert_array_equal(got, np.full(WG, 40.0, "float32"))

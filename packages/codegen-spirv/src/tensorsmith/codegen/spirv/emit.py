@@ -15,7 +15,8 @@ Conventions (the contract with the runtime and with docs/spirv-manifest.md):
   ranges.py proves it safe.
 * Structured control flow: loops are ``OpLoopMerge`` headers with an ``OpPhi`` counter,
   conditionals ``OpSelectionMerge``; local arrays are Function-storage variables,
-  shared ones Workgroup-storage variables; Barrier is OpControlBarrier.
+  shared ones Workgroup-storage variables; Barrier is OpControlBarrier. Short
+  "unrolled" loops are emitted unrolled, longer ones as loops with the Unroll hint.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ from .spec import BUILTIN, GLSL, LOOP_CONTROL, SCOPE_WORKGROUP, SEMANTICS_WORKGR
 
 #: The largest workgroup count per dimension every Vulkan device accepts.
 MAX_GROUPS = 65535
+#: "unrolled" loops of at most this many trips, whose unrolled body stays within this
+#: many statements, are unrolled by the emitter; longer ones get the Unroll hint.
+UNROLL_MAX_TRIPS = 16
+UNROLL_MAX_STATEMENTS = 4096
 
 # dtype -> register kind
 REGISTER = {"bool": "bool", "int8": "i32", "uint8": "i32", "int16": "i32", "int32": "i32",
@@ -289,6 +294,14 @@ class DispatchEmitter:
             return
         if s.extent > 2**31 - 1:
             raise TargetError(f"loop {s.var.name} has {s.extent} iterations; at most 2^31-1")
+        if s.kind == "unrolled" and s.extent <= UNROLL_MAX_TRIPS \
+                and s.extent * _straight_size(s.body) <= UNROLL_MAX_STATEMENTS:
+            # Unrolled here rather than hinted: register tiles (local arrays) are then
+            # indexed by constants, which every driver keeps in registers.
+            for i in range(s.extent):
+                self.values[id(s.var)] = Value(self._c32(i), "i32")
+                self.stmt(s.body)
+            return
         fb, i32 = self.fb, self._type("i32")
         header, body, cont, merge = (self.m.new_id() for _ in range(4))
         pre = fb.block
@@ -678,6 +691,21 @@ class DispatchEmitter:
             up = self.fb.op("ShiftLeftLogical", i32, v.id, shift)
             return Value(self.fb.op("ShiftRightArithmetic", i32, up, shift), "i32")
         return v
+
+
+def _straight_size(s: Stmt) -> int:
+    """Statements ``s`` becomes once its small unrolled loops are unrolled."""
+    if isinstance(s, Seq):
+        return sum(_straight_size(x) for x in s.stmts)
+    if isinstance(s, For):
+        small = s.kind == "unrolled" and s.extent <= UNROLL_MAX_TRIPS
+        return (s.extent if small else 1) * _straight_size(s.body)
+    if isinstance(s, IfThenElse):
+        return 1 + _straight_size(s.then) + (_straight_size(s.otherwise)
+                                             if s.otherwise is not None else 0)
+    if isinstance(s, Allocate):
+        return _straight_size(s.body)
+    return 1
 
 
 def _accesses(s: Stmt) -> tuple[set[int], set[int]]:
