@@ -50,3 +50,12 @@ def test_gemm_uses_workgroup_memory(tmp_path: Path, rng: np.random.Generator) ->
     assert module.grid[1] > 1  # a 2-D grid of output tiles
     text = str(lib.funcs[0])
     assert "shared" in text and "barrier" in text
+
+
+def test_float16_matmul_accumulates_in_float32(tmp_path: Path, rng: np.random.Generator) -> None:
+    b = GraphBuilder()
+    x = b.input("x", (37, 50), "float16")
+    y = b.input("y", (50, 29), "float16")
+    g = b.finish([b.add1("matmul", [x, y], name="mm")])
+    check(g, {"x": rng.standard_normal((37, 50)).astype("float16"),
+              "y": rng.standard_normal((50, 29)).astype("float16")}, tmp_path, 2e-2)
