@@ -89,18 +89,18 @@ def choose_tiles(st: Stage) -> ConvTiles | None:
     _, o, oh, ow = (a.extent for a in op.axes)
     c, kh, kw = (a.extent for a in op.reduce_axes)
     sy, dy, sx, dx = _geometry(st, window[0])
-    ri = 4 if o >= 32 else 1
-    to = min(16, _pow2_at_least(-(-o // ri)))
     rj = 4 if ow >= 64 else 2 if ow >= 16 else 1
-    tx = min(_pow2_at_least(-(-ow // rj)), INVOCATIONS // to)
-    ty = min(_pow2_at_least(oh), max(1, INVOCATIONS // (to * tx)))
-    steps = [c] if c <= 8 else sorted((8, 4, 2, 1), key=lambda k: (c % k != 0, -k))
-    for kt in steps:
-        weights = to * ri * kt * kh * kw
+    steps = sorted({k for k in (min(c, 8), 8, 4, 2, 1) if k <= c},
+                   key=lambda k: (c % k != 0, -k))
+    for ri in (4, 2, 1) if o >= 32 else (1,):  # fewer channels per workgroup if need be
+        to = min(16, _pow2_at_least(-(-o // ri)))
+        tx = min(_pow2_at_least(-(-ow // rj)), INVOCATIONS // to)
+        ty = min(_pow2_at_least(oh), max(1, INVOCATIONS // (to * tx)))
         rows = (ty - 1) * sy + (kh - 1) * dy + 1
         cols = (tx * rj - 1) * sx + (kw - 1) * dx + 1
-        if weights + kt * rows * cols <= SHARED_FLOATS:
-            return ConvTiles(to, ty, tx, ri, rj, kt)
+        for kt in steps:
+            if to * ri * kt * kh * kw + kt * rows * cols <= SHARED_FLOATS:
+                return ConvTiles(to, ty, tx, ri, rj, kt)
     return None
 
 
