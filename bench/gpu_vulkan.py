@@ -3,7 +3,8 @@
 Two halves, because the GPU host may have no compiler installed:
 
     python bench/gpu_vulkan.py build OUTDIR [--small] [--models mlp,resnet18]
-    python bench/gpu_vulkan.py run OUTDIR [OUTDIR ...] [--repeat 50] [--save FILE]
+    python bench/gpu_vulkan.py run OUTDIR [OUTDIR ...] [--repeat 50] [--save FILE] [--json F]
+    python bench/gpu_vulkan.py report F [F ...] [--save FILE]   # one table from runs' --json
 
 ``build`` (here) compiles for vulkan: a float32 4096x4096 matmul, and the models of
 bench/gpu_build.py (the example MLP, ResNet-18 and MobileNetV2 at 224x224, the BERT
@@ -104,7 +105,8 @@ def _time_torch(
 
 
 def bench_model(folder: Path, name: str, args: argparse.Namespace) -> dict[str, Any]:
-    """One row: correctness against the reference and the three timings."""
+    """One row: correctness against the reference and the three timings. A model that
+    fails to load or run gets its error in the row, and the others still run."""
     import tensorsmith.runtime as rt
 
     note = json.loads((folder / f"{name}.json").read_text())
@@ -112,14 +114,19 @@ def bench_model(folder: Path, name: str, args: argparse.Namespace) -> dict[str, 
     feeds = {k: data[f"in.{k}"] for k in note["inputs"]}
     want = [data[f"out.{i}"] for i in range(sum(k.startswith("out.") for k in data.files))]
     row: dict[str, Any] = {"model": name, "shapes": note["shapes"]}
-    with rt.load(folder / f"{name}.tsm", device=args.device) as module:
-        got = module.run(feeds)
-        row["rel_err"] = max(relative_error(g, w) for g, w in zip(got, want))
-        row["tsm_ms"] = time_runs(lambda: module.run(feeds), args.repeat, args.warmup).median_ms
-        row["tsm_kernels_ms"] = _kernel_ms(module, min(args.repeat, 10))
+    try:
+        with rt.load(folder / f"{name}.tsm", device=args.device) as module:
+            got = module.run(feeds)
+            row["rel_err"] = max(relative_error(g, w) for g, w in zip(got, want))
+            stats = time_runs(lambda: module.run(feeds), args.repeat, args.warmup)
+            row["tsm_ms"] = stats.median_ms
+            row["tsm_kernels_ms"] = _kernel_ms(module, min(args.repeat, 10))
+    except Exception as e:  # noqa: BLE001 - reported in the table, the next model runs
+        row["error"] = f"{type(e).__name__}: {e}"
     if args.torch is not None:
         row["torch_ms"] = _time_torch(name, note, feeds, args)
-        row["ratio"] = row["torch_ms"] / row["tsm_ms"]
+        if "tsm_ms" in row:
+            row["ratio"] = row["torch_ms"] / row["tsm_ms"]
     return row
 
 
@@ -168,10 +175,15 @@ def table(rows: list[dict[str, Any]], mm: dict[str, Any] | None, header: str) ->
     lines.append("|---|---|---:|---:|---:|---:|---:|")
     for r in rows:
         shapes = ", ".join("x".join(map(str, s)) for s in r["shapes"].values())
-        err = _fmt(r["rel_err"], ".1e") + (" WRONG" if r["rel_err"] >= RTOL else "")
+        err = _fmt(r.get("rel_err"), ".1e")
+        if r.get("rel_err", 0.0) >= RTOL:
+            err += " WRONG"
+        if "error" in r:
+            err = f"failed: {r['error']}"
         lines.append(
-            f"| {r['model']} | {shapes} | {r['tsm_ms']:.3f} | {r['tsm_kernels_ms']:.3f} | "
-            f"{_fmt(r.get('torch_ms'), '.3f')} | {_fmt(r.get('ratio'), '.2f')} | {err} |"
+            f"| {r['model']} | {shapes} | {_fmt(r.get('tsm_ms'), '.3f')} | "
+            f"{_fmt(r.get('tsm_kernels_ms'), '.3f')} | {_fmt(r.get('torch_ms'), '.3f')} | "
+            f"{_fmt(r.get('ratio'), '.2f')} | {err} |"
         )
     if mm is not None:
         lines += [
@@ -209,11 +221,32 @@ def run(folders: list[Path], args: argparse.Namespace) -> str:
         print(json.dumps(rows[-1]), flush=True)
     mm_paths = [f / "matmul4096.tsm" for f in folders if (f / "matmul4096.tsm").exists()]
     mm = bench_matmul(mm_paths[0], args) if mm_paths and not args.no_matmul else None
-    report = table(rows, mm, _header(args))
-    print(report)
-    if args.save is not None:
-        args.save.write_text(report)
-    return report
+    header = _header(args)
+    text = _print_table(rows, mm, header, args.save)
+    if args.json is not None:
+        args.json.write_text(json.dumps({"header": header, "rows": rows, "matmul": mm}))
+    return text
+
+
+def report(files: list[Path], save: Path | None) -> str:
+    """One table from the ``--json`` files of runs over parts of the artifacts."""
+    results = [json.loads(f.read_text()) for f in files]
+    rows = [r for res in results for r in res["rows"]]
+    rank = {name: i for i, name in enumerate(MODEL_ORDER)}
+    rows.sort(key=lambda r: rank.get(r["model"], len(rank)))
+    mm = next((res["matmul"] for res in results if res["matmul"] is not None), None)
+    header = "\n".join(dict.fromkeys(res["header"] for res in results))
+    return _print_table(rows, mm, header, save)
+
+
+def _print_table(
+    rows: list[dict[str, Any]], mm: dict[str, Any] | None, header: str, save: Path | None
+) -> str:
+    text = table(rows, mm, header)
+    print(text)
+    if save is not None:
+        save.write_text(text)
+    return text
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -231,6 +264,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     r.add_argument("--no-torch", action="store_true", help="leave the torch column out")
     r.add_argument("--no-matmul", action="store_true")
     r.add_argument("--save", type=Path, help="also write the table to this file")
+    r.add_argument("--json", type=Path, help="also write the rows, for `report`")
+    t = sub.add_parser("report", help="one table from several runs' --json files")
+    t.add_argument("files", type=Path, nargs="+")
+    t.add_argument("--save", type=Path, help="also write the table to this file")
     return parser.parse_args(argv)
 
 
@@ -238,8 +275,10 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv[1:])
     if args.command == "build":
         build(args.outdir, args.models.split(",") if args.models else None, args.small)
-    else:
+    elif args.command == "run":
         run(args.outdirs, args)
+    else:
+        report(args.files, args.save)
     return 0
 
 
