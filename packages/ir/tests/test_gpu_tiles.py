@@ -255,3 +255,12 @@ def test_workgroup_reduction_needs_a_power_of_two() -> None:
     s.annotate("mx", ki, "threadIdx.x")
     with pytest.raises(ValueError, match="power of two"):
         te.lower(s, [x], [y])
+
+
+def test_conv_and_reduction_schedules_replay_from_json() -> None:
+    x, w, y = conv_graph_stage(1, 4, 6, 8, 3, 1, 1)
+    xr, yr = softmax_rows(2, 100)
+    for inputs, out in (([x, w], y), ([xr], yr)):
+        s = schedule_gpu([out])
+        again = te.replay([out], [te.Step.from_json(st.to_json()) for st in s.steps])
+        assert str(te.lower(again, inputs, [out])) == str(te.lower(s, inputs, [out]))
