@@ -59,3 +59,16 @@ def test_float16_matmul_accumulates_in_float32(tmp_path: Path, rng: np.random.Ge
     g = b.finish([b.add1("matmul", [x, y], name="mm")])
     check(g, {"x": rng.standard_normal((37, 50)).astype("float16"),
               "y": rng.standard_normal((50, 29)).astype("float16")}, tmp_path, 2e-2)
+
+
+def test_manifest_reports_workgroup_memory(tmp_path: Path) -> None:
+    import json
+
+    b = GraphBuilder()
+    x = b.input("x", (64, 48), "float32")
+    y = b.input("y", (48, 80), "float32")
+    g = b.finish([b.add1("relu", [b.add1("matmul", [x, y], name="mm")], name="r")])
+    lib, _ = compile_vulkan(g, tmp_path)
+    manifest = json.loads(lib.export_spirv(tmp_path / "spv").read_text())
+    (dispatch,) = manifest["dispatches"]
+    assert 0 < dispatch["workgroup_memory_bytes"] <= 16384

@@ -98,6 +98,7 @@ class SpirvModule:
     bindings: list[Binding]
     capabilities: list[str]
     features: list[str] = field(default_factory=list)
+    shared_bytes: int = 0  # Workgroup-storage memory the module declares
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,7 @@ class DispatchEmitter:
         self.params: dict[int, _Param] = {}  # id(Buffer) -> storage buffer
         self.locals: dict[int, _Local] = {}  # id(Buffer) -> Allocate'd array
         self.interface: list[int] = []
+        self.shared_bytes = 0
         self.fb: FunctionBuilder
 
     # ---- module ------------------------------------------------------------------------
@@ -155,7 +157,8 @@ class DispatchEmitter:
         self.m.entry_point(fid, d.name, self.interface, local)
         caps = list(self.m.capabilities)
         return SpirvModule(d.name, d.name, self.m.to_bytes(), grid, local, bindings, caps,
-                           sorted({FEATURE_OF[c] for c in caps if c in FEATURE_OF}))
+                           sorted({FEATURE_OF[c] for c in caps if c in FEATURE_OF}),
+                           self.shared_bytes)
 
     def _declare_params(self) -> list[Binding]:
         reads, writes = _accesses(self.dispatch.body)
@@ -352,6 +355,7 @@ class DispatchEmitter:
         array = self.m.t_array(element, max(buf.size, 1))
         if buf.scope == "shared":
             var = self.m.global_variable(self.m.t_pointer("Workgroup", array), "Workgroup")
+            self.shared_bytes += max(buf.size, 1) * (8 if reg.endswith("64") else 4)
             pointer = self.m.t_pointer("Workgroup", element)
         else:
             var = self.fb.variable(self.m.t_pointer("Function", array))

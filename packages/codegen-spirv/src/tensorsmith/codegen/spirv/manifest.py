@@ -64,6 +64,7 @@ def build_manifest(kernels: SpirvKernels, plan: dict[str, Any]) -> dict[str, Any
                 "entry_point": module.entry_point,
                 "workgroup_size": list(module.workgroup_size),
                 "workgroup_count": list(module.grid),
+                "workgroup_memory_bytes": module.shared_bytes,
                 "descriptor_sets": [{"set": 0, "bindings": bindings}],
                 "push_constants": [],
                 "specialization_constants": [],
