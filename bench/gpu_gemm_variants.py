@@ -22,14 +22,17 @@ from typing import Any
 
 import numpy as np
 
-# (invocations y, x, register tile rows, cols, reduction step)
+# (invocations y, x, register tile rows, cols, reduction step, prefetch next step)
 VARIANTS = {
-    "128x128_k8": (16, 16, 8, 8, 8),
-    "128x128_k16": (16, 16, 8, 8, 16),
-    "128x64_k8": (16, 16, 8, 4, 8),
-    "64x128_k8": (16, 16, 4, 8, 8),
-    "64x64_k16": (16, 16, 4, 4, 16),
-    "64x64_k8_t8x8": (8, 8, 8, 8, 8),
+    "128x128_k8": (16, 16, 8, 8, 8, False),
+    "128x128_k8_prefetch": (16, 16, 8, 8, 8, True),
+    "128x128_k16": (16, 16, 8, 8, 16, False),
+    "128x128_k16_prefetch": (16, 16, 8, 8, 16, True),
+    "128x64_k8": (16, 16, 8, 4, 8, False),
+    "64x128_k8": (16, 16, 4, 8, 8, False),
+    "64x64_k16": (16, 16, 4, 4, 16, False),
+    "64x64_k16_prefetch": (16, 16, 4, 4, 16, True),
+    "64x64_k8_t8x8": (8, 8, 8, 8, 8, False),
 }
 
 
@@ -42,7 +45,7 @@ def _graph(n: int) -> Any:
     return b.finish([b.add1("matmul", [x, y], name="mm")])
 
 
-def _record(graph: Any, target: str, tiles: tuple[int, ...]) -> dict[str, Any]:
+def _record(graph: Any, target: str, tiles: tuple[Any, ...]) -> dict[str, Any]:
     """A tuning record holding the variant's steps for the graph's one workload."""
     from tensorsmith.ir import te
     from tensorsmith.ir.build import fused_groups

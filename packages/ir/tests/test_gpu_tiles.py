@@ -53,7 +53,8 @@ def test_default_gpu_gemm_matches_numpy(shape: tuple[int, int, int]) -> None:
 
 
 @pytest.mark.parametrize("tiles", [GemmTiles(4, 4, 2, 2, 4), GemmTiles(2, 8, 3, 1, 5),
-                                   GemmTiles(4, 2, 1, 4, 3)])
+                                   GemmTiles(4, 2, 1, 4, 3), GemmTiles(4, 4, 2, 2, 4, True),
+                                   GemmTiles(2, 8, 3, 1, 5, True), GemmTiles(4, 4, 1, 1, 13, True)])
 def test_gemm_tiles_not_dividing_the_shape(tiles: GemmTiles) -> None:
     """Every axis has a tail: zero-filled tiles and guarded write-back keep it exact."""
     m, n, k = 19, 23, 13
@@ -135,6 +136,17 @@ def test_cache_read_replays_from_json() -> None:
     assert str(te.lower(again, [a, b, bias], [d])) == str(te.lower(s, [a, b, bias], [d]))
 
 
+def test_prefetched_tile_is_loaded_before_its_loop_and_one_iteration_ahead() -> None:
+    a, b, _, c = matmul(8, 8, 12, epilogue=False)
+    s = te.create_schedule(c)
+    schedule_gemm(s, s["C"], GemmTiles(4, 4, 2, 2, 4, True))
+    assert all(step.args[3:] == (True,) for step in s.steps
+               if step.kind == "cache_read" and step.args[1] == "shared")
+    text = str(te.lower(s, [a, b], [c]))
+    assert text.index("A.shared.next[") < text.index("for k.o")
+    assert "if ((k.o + 1) < 3)" in text
+
+
 def test_cache_read_errors() -> None:
     a, b, _, c = matmul(4, 4, 4, epilogue=False)
     s = te.create_schedule(c)
@@ -142,6 +154,8 @@ def test_cache_read_errors() -> None:
         s.cache_read("C", "A", "global", "k")
     with pytest.raises(ValueError, match="does not read"):
         s.cache_read("C", "bias", "shared", "k")
+    with pytest.raises(ValueError, match="shared tiles only"):
+        s.cache_read("C", "A", "local", "k", prefetch=True)
     s = te.create_schedule(c)
     s.annotate("C", "C_i1", "threadIdx.x")
     s.cache_read("C", "A", "shared", "C_i0")

@@ -6,7 +6,10 @@ For ``C[b.., i, j] = sum_k A[.., i, k] * B[.., k, j]`` each workgroup computes a
 workgroup copies the ``rows x kt`` slice of A and the ``kt x cols`` slice of B into
 shared memory together (every element is fetched from global memory once per workgroup
 instead of once per invocation), then each invocation copies the ``ri`` values of A and
-``rj`` of B it needs per ``k`` into registers and does ``ri * rj`` multiply-adds.
+``rj`` of B it needs per ``k`` into registers and does ``ri * rj`` multiply-adds. While a
+step is used, each invocation already holds its share of the next step's slices in
+registers (loaded before the multiply-adds, stored to shared memory after them), so the
+global memory latency overlaps the arithmetic.
 
 An invocation's rows and columns are interleaved with its neighbours' (``i = block +
 ii * ty + thread``), so neighbouring invocations read neighbouring shared-memory words
@@ -29,13 +32,15 @@ MIN_INVOCATIONS = 64
 
 @dataclass(frozen=True)
 class GemmTiles:
-    """Invocations (``ty`` x ``tx``), register tile (``ri`` x ``rj``), reduction step."""
+    """Invocations (``ty`` x ``tx``), register tile (``ri`` x ``rj``), reduction step,
+    and whether the next step's slices are loaded while the current one is used."""
 
     ty: int
     tx: int
     ri: int
     rj: int
     kt: int
+    prefetch: bool = False
 
     @property
     def rows(self) -> int:
@@ -49,8 +54,9 @@ class GemmTiles:
 # From the largest tile (most reuse) to the smallest (most workgroups). Smaller tiles
 # keep 4x4 register tiles and take fewer invocations: at 2x2 an invocation would issue a
 # shared-memory load per multiply-add.
-CANDIDATES = (GemmTiles(16, 16, 8, 8, 8), GemmTiles(16, 16, 4, 4, 16),
-              GemmTiles(8, 8, 4, 4, 16), GemmTiles(8, 8, 2, 2, 16))
+# All prefetch the next reduction step (8 more registers) to overlap memory latency.
+CANDIDATES = (GemmTiles(16, 16, 8, 8, 8, True), GemmTiles(16, 16, 4, 4, 16, True),
+              GemmTiles(8, 8, 4, 4, 16, True), GemmTiles(8, 8, 2, 2, 16, True))
 
 
 def is_gemm(st: Stage) -> bool:
@@ -82,7 +88,7 @@ def _fit(t: GemmTiles, m: int, n: int, k: int) -> GemmTiles:
     kt = min(t.kt, k)
     if k % kt:
         kt = next((c for c in range(kt, 3, -1) if k % c == 0), kt)
-    return GemmTiles(ty, tx, ri, rj, kt)
+    return GemmTiles(ty, tx, ri, rj, kt, t.prefetch)
 
 
 def _fit_axis(extent: int, threads: int, per: int) -> tuple[int, int]:
@@ -128,7 +134,7 @@ def schedule_gemm(s: Schedule, st: Stage, tiles: GemmTiles | None = None) -> str
     s.cache_write(name, tj)
     a, b = input_tensors(st.tensor)
     for tensor in (a, b):
-        s.cache_read(name, tensor.name, "shared", ko)
+        s.cache_read(name, tensor.name, "shared", ko, prefetch=t.prefetch)
     for tensor in (a, b):
         s.cache_read(name, tensor.name, "local", ki)
     for leaf in (ki, ii, jj):

@@ -13,8 +13,6 @@ and its reads of those tensors read the copies.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from . import allreduce, tiles
@@ -128,7 +126,7 @@ class _Lowerer:
         return _nest(st.leaves, _guard(Store(out, index, value), guards), wrap=fills)
 
     def _stage_tiles(self, st: Stage, values: dict[int, Expr]
-                     ) -> tuple[dict[int, Callable[[Stmt], Stmt]], Expr]:
+                     ) -> tuple[dict[int, tiles.LoopFill], Expr]:
         """cache_read steps: the fills at their loops, and the body reading the copies."""
         op = st.tensor.op
         assert op is not None
@@ -151,7 +149,7 @@ class _Lowerer:
 
     def _cached_reduction(self, st: Stage, body: Reduce, values: dict[int, Expr],
                           guards: list[Expr], out: Buffer, index: Expr,
-                          fills: dict[int, Callable[[Stmt], Stmt]] | None = None) -> Stmt:
+                          fills: dict[int, tiles.LoopFill] | None = None) -> Stmt:
         """Reduce into a local tile (registers after SROA), then write the tile back."""
         pos = st.leaves.index(st.leaf(st.cache_at or "")) + 1
         below = st.leaves[pos:]
@@ -245,14 +243,17 @@ def _guard(s: Stmt, guards: list[Expr]) -> Stmt:
 
 
 def _nest(leaves: list[Leaf], body: Stmt, vector_ok: bool = True,
-          wrap: dict[int, Callable[[Stmt], Stmt]] | None = None) -> Stmt:
-    """Loops over ``leaves`` around ``body``; ``wrap`` rewrites the body of given loops
-    (by ``id`` of the leaf), e.g. to fill a cache_read tile at its top."""
+          wrap: dict[int, tiles.LoopFill] | None = None) -> Stmt:
+    """Loops over ``leaves`` around ``body``; ``wrap`` rewrites given loops (by ``id`` of
+    the leaf), e.g. to fill a cache_read tile at the top of their body."""
     for lf in reversed(leaves):
         kind = lf.kind if vector_ok or lf.kind != "vectorized" else "serial"
-        if wrap is not None and id(lf) in wrap:
-            body = wrap[id(lf)](body)
+        fills = wrap.get(id(lf)) if wrap is not None else None
+        if fills is not None:
+            body = fills.body(body)
         body = For(lf.var, lf.extent, kind, body)
+        if fills is not None:
+            body = fills.loop(body)
     return body
 
 

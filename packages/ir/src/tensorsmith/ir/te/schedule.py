@@ -55,6 +55,7 @@ class CacheRead:
     tensor: str
     scope: str
     at: str
+    prefetch: bool = False  # shared only: load the next iteration's tile before computing
 
 
 @dataclass(frozen=True)
@@ -163,12 +164,17 @@ class Schedule:
         below loop ``at``, written back to memory once the reduction is done."""
         self.apply(Step("cache_write", _name(stage), (at,)))
 
-    def cache_read(self, stage: Tensor | str, tensor: Tensor | str, scope: str, at: str) -> None:
+    def cache_read(self, stage: Tensor | str, tensor: Tensor | str, scope: str, at: str,
+                   prefetch: bool = False) -> None:
         """Stage the part of ``tensor`` that the loops below ``at`` read into a ``scope``
         buffer ("shared": filled by the workgroup's invocations together, between
         barriers; "local": by each invocation for itself), refilled on every iteration of
-        ``at``; the stage then reads the copy. Apply it once the loop structure is final."""
-        self.apply(Step("cache_read", _name(stage), (_name(tensor), scope, at)))
+        ``at``; the stage then reads the copy. Apply it once the loop structure is final.
+        With ``prefetch`` (shared only), each invocation loads its share of the next
+        iteration's tile into registers before the current one is used, so the global
+        memory latency overlaps the computation."""
+        extra = (True,) if prefetch else ()
+        self.apply(Step("cache_read", _name(stage), (_name(tensor), scope, at, *extra)))
 
     def fuse_epilogue(self, stage: Tensor | str, consumer: Tensor | str) -> None:
         """Apply elementwise ``consumer`` to ``stage``'s cached tile as it is written back,
@@ -218,13 +224,16 @@ class Schedule:
         st.leaf(at)
         st.cache_at = at
 
-    def _cache_read(self, st: Stage, tensor: str, scope: str, at: str) -> None:
+    def _cache_read(self, st: Stage, tensor: str, scope: str, at: str,
+                    prefetch: bool = False) -> None:
         if scope not in ("shared", "local"):
             raise ValueError(f"cache_read scope must be 'shared' or 'local', not {scope!r}")
+        if prefetch and scope != "shared":
+            raise ValueError("cache_read prefetches shared tiles only")
         if not any(t.name == tensor for t in input_tensors(st.tensor)):
             raise ValueError(f"stage {st.name} does not read a tensor named {tensor!r}")
         st.leaf(at)
-        st.cache_reads.append(CacheRead(tensor, scope, at))
+        st.cache_reads.append(CacheRead(tensor, scope, at, bool(prefetch)))
 
     def _fuse_epilogue(self, st: Stage, consumer: str) -> None:
         from .visit import collect_loads

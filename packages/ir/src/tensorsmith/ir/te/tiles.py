@@ -50,6 +50,7 @@ class Tile:
     base: list[Expr]  # per dimension, the part of the read index not in those loops
     low: list[int]  # origin - base
     step: list[int]  # the box holds every step-th index of a dimension (strided reads)
+    prefetch: bool = False  # next iteration's box loaded into registers ahead of use
 
     def offsets(self, indices: list[Expr], bounds: dict[int, Interval]) -> list[Expr]:
         """Where element ``indices`` (loop-variable expressions) sits in the box."""
@@ -100,7 +101,8 @@ def plan_tiles(st: Stage, values: dict[int, Expr], bounds: dict[int, Interval]) 
         origin = [simplify(b + lo, bounds) for b, lo in zip(base, low)]
         buf = Buffer(f"{tensor.name}.{cr.scope}", tuple(shape), tensor.dtype, cr.scope)
         tiles.append(Tile(tensor, buf, at, depth, origin,
-                          threads if cr.scope == "shared" else [], extents, base, low, step))
+                          threads if cr.scope == "shared" else [], extents, base, low, step,
+                          cr.prefetch and at.extent > 1))
     return sorted(tiles, key=lambda t: t.key)
 
 
@@ -207,38 +209,55 @@ def read_through(tiles: list[Tile], tensor: Tensor, indices: list[Expr], key: tu
                 tensor.dtype)
 
 
+def _shares(tile: Tile, bounds: dict[int, Interval]) -> tuple[Var, int, Expr, list[Expr]]:
+    """How the workgroup splits a shared tile: each invocation copies the elements
+    ``r * invocations + its id`` for ``r`` below ``rounds``; returns ``r``, ``rounds``,
+    that element and its offsets in the box."""
+    buf = tile.buffer
+    size = buf.size
+    tid: Expr = const(0)
+    count = 1
+    for lf in reversed(tile.threads):  # z, y, x: x varies fastest
+        tid = tid * lf.extent + (lf.var if lf.extent > 1 else const(0))
+        count *= lf.extent
+    rounds = -(-size // count)
+    r = Var(f"{buf.name}.r")
+    bounds[id(r)] = (0, rounds - 1)
+    element = simplify(tid if rounds == 1 else r * count + tid, bounds)
+    offsets = []
+    stride = size
+    for d, extent in enumerate(buf.shape):
+        stride //= extent
+        offset = element // stride if d == 0 else (element // stride) % extent
+        offsets.append(simplify(offset, bounds))
+    return r, rounds, element, offsets
+
+
+def _per_share(tile: Tile, r: Var, rounds: int, element: Expr, body: Stmt) -> Stmt:
+    """``body`` for each of an invocation's ``rounds`` elements that the tile has."""
+    if tile.buffer.size % _invocations(tile):
+        body = IfThenElse(element < tile.buffer.size, body)
+    if rounds == 1:
+        return body
+    return For(r, rounds, "unrolled" if rounds <= _UNROLL_MAX else "serial", body)
+
+
 def fill(tile: Tile, read: Reader, bounds: dict[int, Interval]) -> Stmt:
-    """The statement copying ``tile``'s box in; shared tiles are filled cooperatively."""
+    """The statement copying ``tile``'s box in; shared tiles are filled cooperatively.
+    The fill's own loops join ``bounds``, so index expressions over them simplify."""
     buf = tile.buffer
     shape = buf.shape
-    size = buf.size  # the fill's own loops join ``bounds``, so reads of it simplify too
+    size = buf.size
     if buf.scope == "shared":
-        tid: Expr = const(0)
-        count = 1
-        for lf in reversed(tile.threads):  # z, y, x: x varies fastest
-            tid = tid * lf.extent + (lf.var if lf.extent > 1 else const(0))
-            count *= lf.extent
-        rounds = -(-size // count)
-        r = Var(f"{buf.name}.r")
-        bounds[id(r)] = (0, rounds - 1)
-        element = simplify(tid if rounds == 1 else r * count + tid, bounds)
-        offsets = []
-        stride = size
-        for d, extent in enumerate(shape):
-            stride //= extent
-            offset = element // stride if d == 0 else (element // stride) % extent
-            offsets.append(simplify(offset, bounds))
-        store = _guarded_copy(tile, read, offsets, element, bounds)
-        if size % count:
-            store = IfThenElse(element < size, store)
-        if rounds == 1:
-            return store
-        return For(r, rounds, "unrolled" if rounds <= _UNROLL_MAX else "serial", store)
+        r, rounds, element, offsets = _shares(tile, bounds)
+        store = _guarded_copy(tile, read, offsets, buf, element, bounds)
+        return _per_share(tile, r, rounds, element, store)
     loop_vars = [Var(f"{buf.name}.d{d}") for d in range(len(shape))]
     for v, extent in zip(loop_vars, shape):
         bounds[id(v)] = (0, extent - 1)
     offsets = [v if extent > 1 else const(0) for v, extent in zip(loop_vars, shape)]
-    body = _guarded_copy(tile, read, offsets, simplify(flat(shape, offsets), bounds), bounds)
+    body = _guarded_copy(tile, read, offsets, buf, simplify(flat(shape, offsets), bounds),
+                         bounds)
     unroll = size <= 4 * _UNROLL_MAX
     for v, extent in reversed(list(zip(loop_vars, shape))):
         if extent > 1:
@@ -246,11 +265,47 @@ def fill(tile: Tile, read: Reader, bounds: dict[int, Interval]) -> Stmt:
     return body
 
 
-def _guarded_copy(tile: Tile, read: Reader, offsets: list[Expr], element: Expr,
-                  bounds: dict[int, Interval]) -> Stmt:
+def _invocations(tile: Tile) -> int:
+    count = 1
+    for lf in tile.threads:
+        count *= lf.extent
+    return count
+
+
+def staging_registers(tile: Tile) -> Buffer:
+    """The registers holding an invocation's share of a prefetched tile."""
+    return Buffer(f"{tile.buffer.name}.next", (-(-tile.buffer.size // _invocations(tile)),),
+                  tile.buffer.dtype, "local")
+
+
+def prefetch_load(tile: Tile, regs: Buffer, read: Reader, bounds: dict[int, Interval],
+                  iteration: Expr) -> Stmt:
+    """Load this invocation's share of the tile of ``at``'s iteration ``iteration``."""
+    r, rounds, element, offsets = _shares(tile, bounds)
+    index = r if rounds > 1 else const(0)
+    shift = {id(tile.at.var): iteration}
+    load = _guarded_copy(tile, read, offsets, regs, index, bounds, shift)
+    return _per_share(tile, r, rounds, element, load)
+
+
+def prefetch_store(tile: Tile, regs: Buffer, bounds: dict[int, Interval]) -> Stmt:
+    """Move the registers loaded by ``prefetch_load`` into the shared tile."""
+    r, rounds, element, _ = _shares(tile, bounds)
+    index = r if rounds > 1 else const(0)
+    store = Store(tile.buffer, element, Load(regs, (index,), regs.dtype))
+    return _per_share(tile, r, rounds, element, store)
+
+
+def _guarded_copy(tile: Tile, read: Reader, offsets: list[Expr], dest: Buffer,
+                  dest_index: Expr, bounds: dict[int, Interval],
+                  shift: dict[int, Expr] | None = None) -> Stmt:
+    """``dest[dest_index]`` = the tile's element at ``offsets`` (zero outside the
+    tensor); ``shift`` moves loop variables (the next iteration's tile)."""
     indices = [simplify(o + off * g, bounds) for o, off, g in zip(tile.origin, offsets, tile.step)]
+    if shift:
+        indices = [simplify(substitute(i, shift), bounds) for i in indices]
     value, may_overrun = read(tile.tensor, indices, tile.key)
-    store = Store(tile.buffer, element, value)
+    store = Store(dest, dest_index, value)
     if not may_overrun:
         return store
     conds = []
@@ -264,7 +319,7 @@ def _guarded_copy(tile: Tile, read: Reader, offsets: list[Expr], element: Expr,
     cond = conds[0]
     for c in conds[1:]:
         cond = binary("and", cond, c)
-    return IfThenElse(cond, store, Store(tile.buffer, element, _zero(tile.tensor.dtype)))
+    return IfThenElse(cond, store, Store(dest, dest_index, _zero(tile.tensor.dtype)))
 
 
 def _zero(dtype: str) -> Expr:
@@ -273,23 +328,52 @@ def _zero(dtype: str) -> Expr:
     return const(0.0 if dtype.startswith("float") else 0, dtype)
 
 
+@dataclass
+class LoopFill:
+    """What a loop that fills tiles becomes: ``body`` rewrites its body, ``loop`` the
+    loop statement itself (prefetching loads the first tile before the loop)."""
+
+    body: Callable[[Stmt], Stmt]
+    loop: Callable[[Stmt], Stmt]
+
+
 def wrappers(tiles: list[Tile], read: Reader, bounds: dict[int, Interval]
-             ) -> dict[int, Callable[[Stmt], Stmt]]:
-    """For each loop that fills tiles (by ``id`` of its leaf): what its body becomes."""
+             ) -> dict[int, LoopFill]:
+    """For each loop that fills tiles (by ``id`` of its leaf): how it changes."""
     at: dict[int, list[Tile]] = {}
     for t in tiles:
         at.setdefault(id(t.at), []).append(t)
 
-    def make(group: list[Tile]) -> Callable[[Stmt], Stmt]:
-        def wrap(body: Stmt) -> Stmt:
-            shared = [fill(t, read, bounds) for t in group if t.buffer.scope == "shared"]
+    def make(group: list[Tile]) -> LoopFill:
+        ahead = [t for t in group if t.prefetch]
+        regs = {id(t): staging_registers(t) for t in ahead}
+
+        def body(inner: Stmt) -> Stmt:
+            moved = [prefetch_store(t, regs[id(t)], bounds) for t in ahead]
+            shared = [fill(t, read, bounds) for t in group
+                      if t.buffer.scope == "shared" and not t.prefetch]
             local = [fill(t, read, bounds) for t in group if t.buffer.scope == "local"]
-            parts: list[Stmt] = [Barrier(), *shared, Barrier()] if shared else []
-            out: Stmt = Seq([*parts, *local, body])
+            parts: list[Stmt] = [Barrier(), *moved, *shared, Barrier()] if moved or shared \
+                else []
+            if ahead:
+                lf = ahead[0].at
+                following = lf.var + 1
+                loads = [prefetch_load(t, regs[id(t)], read, bounds, following) for t in ahead]
+                parts.append(IfThenElse(following < lf.extent, Seq(loads)))
+            out: Stmt = Seq([*parts, *local, inner])
             for t in reversed(group):
                 out = Allocate(t.buffer, out)
             return out
 
-        return wrap
+        def loop(stmt: Stmt) -> Stmt:
+            if not ahead:
+                return stmt
+            first = [prefetch_load(t, regs[id(t)], read, bounds, const(0)) for t in ahead]
+            out: Stmt = Seq([*first, stmt])
+            for t in reversed(ahead):
+                out = Allocate(regs[id(t)], out)
+            return out
+
+        return LoopFill(body, loop)
 
     return {key: make(group) for key, group in at.items()}
