@@ -8,7 +8,8 @@ along the channels (``threadIdx.z``), rows (``threadIdx.y``) and columns
 are reduced ``kt`` at a time: the workgroup stages the weights of its channels and the
 input window its pixels read (with the padding, which stays an inlined stage: the copy
 evaluates it) in shared memory, then each invocation copies its ``ri`` weights and
-``rj`` inputs per filter tap into registers.
+``rj`` inputs per filter tap into registers. The next step's copies are loaded into
+registers while the current one is used (as in ``gpu_gemm.py``).
 
 Only ungrouped convolutions take this path (a grouped one's input channel depends on
 the output channel, so its window is not a box); the others keep the simple schedule.
@@ -129,7 +130,7 @@ def schedule_conv(s: Schedule, st: Stage, tiles: ConvTiles | None = None) -> str
     s.cache_write(name, t_x)
     data, weight = input_tensors(st.tensor)
     for tensor in (weight, data):
-        s.cache_read(name, tensor.name, "shared", rco)
+        s.cache_read(name, tensor.name, "shared", rco, prefetch=True)
     for tensor in (weight, data):
         s.cache_read(name, tensor.name, "local", rx)
     taps = t.kt * _extent(op.reduce_axes[1]) * _extent(op.reduce_axes[2])
