@@ -59,8 +59,10 @@ def cmd_search(args: argparse.Namespace) -> None:
     for spec in args.tasks:
         task = find_task(spec)
         for seed in args.seeds:
-            run_search(task, task_file(args.out, task.label, f"search{seed}"), args.budget,
-                       seed=seed, min_repeat_ms=args.min_repeat_ms)
+            phase = f"search{args.tag}{seed}"
+            run_search(task, task_file(args.out, task.label, phase), args.budget, seed=seed,
+                       min_repeat_ms=args.min_repeat_ms, population=args.population,
+                       generations=args.generations)
 
 
 def cmd_compare(args: argparse.Namespace) -> None:
@@ -92,6 +94,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     s = sub.add_parser("search", help="model-guided tuning runs of each task")
     s.add_argument("--budget", type=int, default=200)
     s.add_argument("--seeds", default="0")
+    s.add_argument("--population", type=int, default=64, help="evolution's population")
+    s.add_argument("--generations", type=int, default=3, help="evolution's generations")
+    s.add_argument("--tag", default="", help="added to the run's file name (search<TAG><SEED>)")
     s.set_defaults(func=cmd_search)
     c = sub.add_parser("compare", help="best-so-far of search vs random sampling")
     c.add_argument("--remeasure", type=int, default=3,
