@@ -175,7 +175,7 @@ def test_interpreter_rejects_a_barrier_only_some_invocations_reach() -> None:
 
 def test_tile_choice_keeps_big_tiles_for_big_products() -> None:
     big = choose_tiles(1, 4096, 4096, 4096)
-    assert (big.rows, big.cols, big.kt) == (128, 128, 8)
+    assert (big.rows, big.cols, big.kt) == (128, 128, 16)
     vit = choose_tiles(1, 197, 768, 192)
     assert vit.rows * vit.cols < 128 * 128 and 192 % vit.kt == 0
     head = choose_tiles(1, 1, 1000, 512)
