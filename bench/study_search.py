@@ -34,7 +34,7 @@ from tensorsmith.ir.te.schedule import Step
 
 
 def run_search(task: Task, path: Path, budget: int, *, seed: int = 0,
-               min_repeat_ms: float = 30.0, population: int = 64, generations: int = 3
+               min_repeat_ms: float = 30.0, population: int = 256, generations: int = 4
                ) -> None:
     """A tuning run of ``task`` alone with ``budget`` measurements (resumes from ``path``)."""
     start = time.monotonic()

@@ -39,7 +39,7 @@ class TaskSearch:
     """The search state of one task: its space, what was measured, how to propose more."""
 
     def __init__(self, task: Task, model: CostModel, rng: random.Random,
-                 population: int = 64, generations: int = 3, eps: float = 0.1,
+                 population: int = 256, generations: int = 4, eps: float = 0.1,
                  elite: int = 8) -> None:
         self.task = task
         self.space = SearchSpace(task)

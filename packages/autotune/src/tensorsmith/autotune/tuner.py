@@ -53,6 +53,7 @@ class TaskState:
     new_trials: int = 0
     has_selected: bool = False  # the records already hold a final choice for this task
     selected_cost: float = math.inf  # median of the final choice's re-measurement
+    remeasured_default: float = math.inf  # median of the default's, re-measured with it
 
     @property
     def best_gflops(self) -> float:
@@ -86,6 +87,8 @@ class TuneResult:
     curve: list[tuple[int, int, float]] = field(default_factory=list)
     # median time of each task's final (re-measured) choice; inf where none was made
     selected_seconds: list[float] = field(default_factory=list)
+    # median time of each task's default schedule, re-measured next to the final choice
+    remeasured_default_seconds: list[float] = field(default_factory=list)
 
     def e2e_seconds(self, which: str = "best") -> float:
         """Weighted sum of each task's best, default or selected time: the model's
@@ -104,7 +107,7 @@ class Tuner:
     def __init__(self, tasks: list[Task], records: str | Path, trials: int, *,
                  builder: Builder | None = None, runner: Runner | None = None,
                  per_round: int = 16, seed: int = 0, eps: float = 0.1,
-                 population: int = 64, generations: int = 3, model: CostModel | None = None,
+                 population: int = 256, generations: int = 4, model: CostModel | None = None,
                  callback: Callable[[TuneEvent], None] | None = None,
                  confirm_top: int = 3, confirm_rounds: int = 3,
                  on_confirm: Callable[[Task, list[Remeasured], int], None] | None = None
@@ -276,6 +279,7 @@ class Tuner:
         self.log.append(record)
         st.has_selected = True
         st.selected_cost = items[i].median
+        st.remeasured_default = items[0].median
 
     def e2e(self) -> float:
         return e2e([st.task.weight for st in self.states], [st.best_cost for st in self.states])
@@ -286,7 +290,8 @@ class Tuner:
                           [st.progress.trials for st in self.states],
                           [st.errors for st in self.states], self.total - self.resumed,
                           self.resumed, list(self.curve),
-                          [st.selected_cost for st in self.states])
+                          [st.selected_cost for st in self.states],
+                          [st.remeasured_default for st in self.states])
 
     def close(self) -> None:
         self.log.close()
