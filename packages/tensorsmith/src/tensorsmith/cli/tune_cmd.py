@@ -161,6 +161,15 @@ def _confirmed(task: Any, items: list[Any], index: int) -> None:
           f"-> {choice}", flush=True)
 
 
+def e2e_default_remeasured(result: Any) -> float:
+    """Weighted sum of the defaults' re-measured medians (only where a choice was made)."""
+    from tensorsmith.autotune.tuner import e2e
+
+    pairs = [(t.weight, d) for t, d, c in zip(result.tasks, result.remeasured_default_seconds,
+                                              result.selected_seconds) if math.isfinite(c)]
+    return e2e([w for w, _ in pairs], [d for _, d in pairs]) if pairs else math.inf
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.4f}" if math.isfinite(seconds) else "-"
 
@@ -168,14 +177,16 @@ def _ms(seconds: float) -> str:
 def _summary(result: Any) -> None:
     rows = []
     chosen = result.selected_seconds or [math.inf] * len(result.tasks)
-    for t, d, b, n, err, c in zip(result.tasks, result.default_seconds, result.best_seconds,
-                                  result.trials, result.errors, chosen):
+    again = result.remeasured_default_seconds or [math.inf] * len(result.tasks)
+    for t, d, b, n, err, c, d2 in zip(result.tasks, result.default_seconds, result.best_seconds,
+                                      result.trials, result.errors, chosen, again):
         speedup = f"{d / b:.2f}x" if math.isfinite(d) and math.isfinite(b) else "-"
         gflops = f"{t.flops / b / 1e9:.2f}" if math.isfinite(b) else "-"
+        vs = f"{d2 / c:.2f}x" if math.isfinite(d2) and math.isfinite(c) else "-"
         rows.append((t.label, str(t.weight), _ms(d), _ms(b), speedup, gflops, str(n), str(err),
-                     _ms(c)))
+                     _ms(c), vs))
     head = ("kernel", "uses", "default ms", "best ms", "speedup", "GFLOP/s", "trials", "errors",
-            "chosen ms")
+            "chosen ms", "vs default")
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     print("  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in
                     enumerate(zip(head, widths))))
@@ -188,5 +199,10 @@ def _summary(result: Any) -> None:
                if measured < len(rows) else "")
     print(f"estimated end-to-end kernel time: default {_ms(d)} ms, tuned {_ms(b)} ms"
           f"{partial} ({result.new_trials} new measurements, {result.resumed_trials} resumed)")
-    print("(best ms: the fastest single timing of the search; chosen ms: the median of the "
-          "final choice re-measured next to the default, '-' where this run made none)")
+    print("(best ms: the fastest single timing of the search, speedup: over the default's "
+          "single timing; chosen ms: median of the final choice re-measured next to the default, "
+          "vs default: the default's median over it, '-' where this run made none)")
+    c, d2 = result.e2e_seconds("selected"), e2e_default_remeasured(result)
+    if math.isfinite(c) and math.isfinite(d2):
+        print(f"re-measured side by side: default {_ms(d2)} ms, chosen {_ms(c)} ms "
+              f"({d2 / c:.2f}x)")
