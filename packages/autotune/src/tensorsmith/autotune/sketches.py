@@ -15,9 +15,11 @@ default schedule, which the search starts from.
   whether the elementwise epilogue is folded into the write-back.
 - Other reductions: fused spatial loops, optionally chunked and vectorized *across*
   outputs, the innermost reduce axis optionally split and unrolled, parallel or not.
-- Elementwise outputs (and materialized pads): one fused loop, optional vector chunks,
-  parallel or not. Other non-output elementwise stages are always inlined: fused
-  epilogues rely on it and it is never slower on the CPU.
+- Elementwise outputs: one fused loop, optional vector chunks, parallel or not.
+  Padding stages: inlined into their reader or materialized, by rows with vector
+  columns (the default rule) or as one fused loop. Other non-output elementwise
+  stages are always inlined: fused epilogues rely on it and it is never slower on the
+  CPU.
 
 Every sketch only emits steps that lower to a correct loop nest: a ``cache_write`` always
 has every reduce loop below it (its write-back overwrites rather than accumulates).
@@ -141,7 +143,7 @@ class ElementwiseSketch(Sketch):
 
     kind = "elementwise"
 
-    def __init__(self, stage: Stage, can_inline: bool = False) -> None:
+    def __init__(self, stage: Stage, can_inline: bool = False, inline: bool = False) -> None:
         super().__init__(stage)
         self.names = [lf.name for lf in stage.leaves]
         self.extent = _work(stage)
@@ -151,8 +153,9 @@ class ElementwiseSketch(Sketch):
             Knob("vectorize", (True, False), True),
             Knob("parallel", (False, True), self.extent >= PARALLEL_MIN_WORK),
         ]
-        if can_inline:
-            knobs.insert(0, Knob("inline", (False, True), False))
+        if can_inline:  # a padding stage: inlined, by rows (the default rule) or flat
+            knobs[:0] = [Knob("inline", (False, True), inline),
+                         Knob("by_rows", (True, False), len(self.names) >= 2)]
         self.knobs = tuple(knobs)
 
     def apply(self, s: Schedule, v: Values) -> None:
@@ -163,6 +166,16 @@ class ElementwiseSketch(Sketch):
             # It runs as a reduction's epilogue: its loops are never emitted, so its knobs do
             # not matter. Fixed (default) steps keep equal programs equal records.
             v = {k.name: k.default for k in self.knobs}
+        if v.get("by_rows") and len(self.names) >= 2:
+            rows = _fuse_all(s, self.stage, self.names[:-1])
+            assert rows is not None
+            last = s[self.stage].leaf(self.names[-1]).extent
+            _, cols = s.split(self.stage, self.names[-1], vector_block(last))
+            if v["vectorize"]:
+                s.vectorize(self.stage, cols)
+            if v["parallel"] and s[self.stage].leaf(rows).extent > 1:
+                s.parallel(self.stage, rows)
+            return
         fused = _fuse_all(s, self.stage, self.names)
         if fused is None:
             return
@@ -237,7 +250,9 @@ class TiledSketch(Sketch):
         if self.row is not None and self.extent[self.row] <= 1:
             self.row = None
         self.window = window
-        self.pointwise = window and op.tag == "conv2d" and _pointwise_conv(stage)
+        small_image = getattr(_rules, "_small_image", lambda _: False)
+        self.pointwise = window and op.tag == "conv2d" and (_pointwise_conv(stage)
+                                                            or small_image(stage))
         self.kaxis = max(self.reduce, key=lambda n: self.extent[n])
         self.rperms = [list(p) for p in itertools.permutations(self.reduce)][:6]
         self.epilogue = _epilogue_consumer(stage, outputs, readers)
@@ -407,7 +422,9 @@ def sketch_for(stage: Stage, outputs: set[int], readers: dict[int, list[Stage]])
         if is_output:
             return ElementwiseSketch(stage)
         if stage.name.endswith("_pad"):
-            return ElementwiseSketch(stage, can_inline=True)
+            in_place = getattr(_rules, "reads_padding_in_place", lambda *_: False)
+            return ElementwiseSketch(stage, can_inline=True,
+                                     inline=in_place(stage, readers, outputs))
         return InlineSketch(stage)
     if op.tag == "conv2d":
         return TiledSketch(stage, 1, outputs, readers, window=True)

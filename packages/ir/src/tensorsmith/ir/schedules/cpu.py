@@ -48,30 +48,31 @@ def schedule_cpu(outputs: list[Tensor], num_threads: int = 0) -> Schedule:
 
 def _pads_read_in_place(s: Schedule, readers: dict[int, list[Stage]],
                         out_ids: set[int]) -> set[int]:
-    """Padding stages to inline into their one reader instead of materialising.
+    """Padding stages to inline into their one reader instead of materialising."""
+    return {st.tensor.uid for st in s.stages if reads_padding_in_place(st, readers, out_ids)}
 
-    A depthwise convolution or a pooling window reads each input element a handful of
-    times, with one multiply-add or max each: copying the padded input first cost as much
-    as the convolution itself (more with stride 2, which reads a 4x larger input than it
-    writes). Inlined, the padded read is ``select(inside, x[clamped], fill)``, which
-    codegen emits as one masked span load. Convolutions with many input channels per
-    output keep the copy: every padded row is read there by many output channels.
+
+def reads_padding_in_place(pad: Stage, readers: dict[int, list[Stage]],
+                           out_ids: set[int]) -> bool:
+    """True for a padding stage whose one reader is a depthwise convolution or a pooling
+    window: inline it there instead of materialising it.
+
+    Those read each input element a handful of times, with one multiply-add or max each:
+    copying the padded input first cost as much as the convolution itself (more with
+    stride 2, which reads a 4x larger input than it writes). Inlined, the padded read is
+    ``select(inside, x[clamped], fill)``, which codegen emits as one masked span load.
+    Convolutions with many input channels per output keep the copy: every padded row is
+    read there by many output channels.
     """
-    from ..te.schedule import input_tensors
-
-    out: set[int] = set()
-    for st in s.stages:
-        op = st.tensor.op
-        assert op is not None
-        windowed = op.tag.startswith("pool_") or (
-            op.tag == "conv2d" and op.reduce_axes and op.reduce_axes[0].extent == 1)
-        if not windowed:
-            continue
-        for t in input_tensors(st.tensor):
-            if (t.op is not None and t.name.endswith("_pad") and t.uid not in out_ids
-                    and [r.name for r in readers.get(t.uid, [])] == [st.name]):
-                out.add(t.uid)
-    return out
+    if not pad.name.endswith("_pad") or pad.tensor.op is None or pad.tensor.uid in out_ids:
+        return False
+    users = readers.get(pad.tensor.uid, [])
+    if len(users) != 1:
+        return False
+    op = users[0].tensor.op
+    assert op is not None
+    return op.tag.startswith("pool_") or (
+        op.tag == "conv2d" and bool(op.reduce_axes) and op.reduce_axes[0].extent == 1)
 
 
 def _work(st: Stage) -> int:
@@ -113,11 +114,12 @@ def _schedule_rows(s: Schedule, st: Stage) -> None:
     op = st.tensor.op
     assert op is not None
     names = [a.var.name for a in op.axes]
+    work = _work(st)
     rows = _fuse_all(s, st, names[:-1])
     assert rows is not None
     _, xi = s.split(st.name, names[-1], _vector_block(op.axes[-1].extent))
     s.vectorize(st.name, xi)
-    if _work(st) >= PARALLEL_MIN_WORK and st.leaf(rows).extent > 1:
+    if work >= PARALLEL_MIN_WORK and st.leaf(rows).extent > 1:
         s.parallel(st.name, rows)
 
 
