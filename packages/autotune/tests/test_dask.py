@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from autotune_testing import matmul, needs_llvm
+from autotune_testing import matmul, needs_llvm, trial_records
 
 try:
     import distributed
@@ -45,6 +45,8 @@ def test_tuning_through_dask(client, tmp_path) -> None:  # noqa: ANN001
     result = Tuner(tasks, tmp_path / "r.jsonl", 6, per_round=3, builder=builder,
                    runner=runner).run()
     recs = read_records(tmp_path / "r.jsonl")
+    assert [r for r in recs if r.get("selected")]  # the final choice went through Dask too
+    recs = trial_records(recs)
     assert len(recs) == 6 and all(r["error"] is None for r in recs), recs
     assert result.best_seconds[0] <= result.default_seconds[0]
 
