@@ -59,14 +59,17 @@ def time_runs(
 
 
 def interleaved(
-    fns: Sequence[Callable[[], Any]], repeat: int, warmup: int = 3, block: int = 10
+    fns: Sequence[Callable[[], Any]], repeat: int, warmup: int = 3, block: int = 10,
+    settle_s: float = 0.1,
 ) -> list[Stats]:
     """Time several functions in alternating blocks, ``repeat`` timed calls each.
 
     After ``warmup`` untimed calls of each, rounds run ``block`` timed calls of the first,
-    then of the second, ... Each block starts with one more untimed call, which absorbs the
-    tail of the previous engine (thread pools that spin a while after a run). Alternating
-    spreads slow drifts of the machine (frequency, other load) over all of them.
+    then of the second, ... Each block starts after a ``settle_s`` pause and one more
+    untimed call: the pause lets the previous engine's thread pool stop spinning (ONNX
+    Runtime's workers poll for a while after every run, and on two cores that polling
+    competes with the next engine's threads), the call wakes this engine's own pool.
+    Alternating spreads slow drifts of the machine (frequency, other load) over all.
     """
     for fn in fns:
         for _ in range(warmup):
@@ -75,6 +78,7 @@ def interleaved(
     while len(times[0]) < repeat:
         count = min(block, repeat - len(times[0]))
         for fn, ts in zip(fns, times):
+            time.sleep(settle_s)
             fn()
             ts.extend(_once(fn) for _ in range(count))
     return [Stats.of(ts) for ts in times]
