@@ -57,7 +57,8 @@ class GemmTiles:
 # All prefetch the next reduction step (8 more registers) to overlap memory latency.
 # The largest tile steps 16 along the reduction (2 x 8 KiB of shared memory, the 16 KiB
 # every Vulkan device offers): on an H200, 4096^3 fp32 ran at 35.7 TFLOP/s with it against
-# 28.8 with a step of 8 (bench/gpu_gemm_variants.py, bench/results/gpu_gemm_variants_h200_2026-12-03.jsonl).
+# 28.8 with a step of 8 (bench/gpu_gemm_variants.py; the timings are in bench/results/
+# gpu_gemm_variants_h200_2026-12-03.jsonl).
 CANDIDATES = (GemmTiles(16, 16, 8, 8, 16, True), GemmTiles(16, 16, 4, 4, 16, True),
               GemmTiles(8, 8, 4, 4, 16, True), GemmTiles(8, 8, 2, 2, 16, True))
 
