@@ -39,14 +39,31 @@ def build(mod: Graph, target: str | Target = "llvm", params: Mapping[str, np.nda
     start = time.perf_counter()
     schedule = _schedule_fn(tgt)
     tuned = load_best_steps(records, tgt) if records is not None else {}
-    funcs = [lower_group(g, f"tsm_kernel_{i}", schedule, tuned.get(workload_key(g)))
-             for i, g in enumerate(groups)]
+    step_funcs = _lower_once_per_workload(groups, schedule, tuned)
+    funcs = list({id(f): f for f in step_funcs}.values())
     timings.append(("lower", time.perf_counter() - start))
-    plan, blob = _make_plan(graph, groups, funcs, tgt, aliases)
+    plan, blob = _make_plan(graph, groups, step_funcs, tgt, aliases)
     start = time.perf_counter()
     kernels = codegen(funcs, tgt)
     timings.append(("codegen", time.perf_counter() - start))
     return CompiledModule(graph, funcs, plan, blob, kernels, tgt, timings)
+
+
+def _lower_once_per_workload(groups: list[FusedGroup], schedule: Callable[..., Any],
+                             tuned: Mapping[str, Any]) -> list[PrimFunc]:
+    """The kernel of each group, lowered (and later compiled) once per workload key.
+
+    Groups with equal keys compute the same thing on same-shaped buffers (weights are
+    arguments, never baked in), so the repeated layers of a transformer or ResNet
+    stage share one kernel: less to compile, a smaller artifact."""
+    by_key: dict[str, PrimFunc] = {}
+    out = []
+    for g in groups:
+        key = workload_key(g)
+        if key not in by_key:
+            by_key[key] = lower_group(g, f"tsm_kernel_{len(by_key)}", schedule, tuned.get(key))
+        out.append(by_key[key])
+    return out
 
 
 def fused_groups(mod: Graph, params: Mapping[str, np.ndarray] | None = None, opt_level: int = 2,
@@ -127,6 +144,7 @@ def _is_alias_group(g: Any, aliases: dict[int, Value]) -> bool:
 
 def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Target,
                aliases: dict[int, Value]) -> tuple[dict[str, Any], bytes]:
+    """``funcs[i]`` is the kernel step ``i`` calls (steps may share one)."""
     def canon(v: Value) -> int:
         return aliases[v.uid].uid if v.uid in aliases else v.uid
 
@@ -171,7 +189,8 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
     for step, (g, f) in enumerate(zip(groups, funcs)):
         args = [buffer_of[canon(v)] for v in g.inputs] + [buffer_of[canon(v)] for v in g.outputs]
         args += [buffer_of[("scratch", step, k)] for k in range(len(f.scratch))]
-        steps.append({"kernel": f.name, "name": g.name, "args": args})
+        steps.append({"kernel": f.name, "name": g.name, "args": args,
+                      "nodes": [n.name for n in g.nodes]})
 
     def io(v: Value) -> dict[str, Any]:
         return {"name": v.name, "shape": list(v.shape), "dtype": v.dtype,
@@ -182,7 +201,8 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
         "inputs": [io(v) for v in graph.inputs],
         "outputs": [io(v) for v in graph.outputs],
         "kernels": [{"name": f.name, "ops": f.attrs.get("ops", []),
-                     "nodes": f.attrs.get("nodes", [])} for f in funcs],
+                     "nodes": f.attrs.get("nodes", [])}
+                    for f in {id(f): f for f in funcs}.values()],
         "steps": steps,
         "buffers": buffers,
         "workspace_bytes": mem.workspace_bytes,

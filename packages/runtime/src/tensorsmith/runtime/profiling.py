@@ -169,7 +169,11 @@ def _step_kernels(metadata: Mapping[str, Any] | None, num_steps: int) -> list[di
         name = step.get("kernel") if isinstance(step, Mapping) else None
         if not isinstance(name, str):
             return []
-        out.append(described.get(name, {"name": name, "ops": [], "nodes": []}))
+        kernel = described.get(name, {"name": name, "ops": [], "nodes": []})
+        nodes = step.get("nodes")  # a kernel shared by several steps: this step's own nodes
+        if isinstance(nodes, list):
+            kernel = {**kernel, "nodes": [str(node) for node in nodes]}
+        out.append(kernel)
     return out
 
 
