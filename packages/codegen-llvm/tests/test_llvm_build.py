@@ -178,3 +178,20 @@ def test_matmul_tail_columns_masked(n: int, tmp_path: Path) -> None:
     if n == 197:  # no block divides 197: the tail is a masked vector
         assert "llvm.masked" in lib.get_source("llvm")
     check(g, {"x": rng.standard_normal((5, 40)).astype("float32")}, tmp_path, 1e-4)
+
+
+def test_repeated_layers_share_one_kernel(tmp_path: Path) -> None:
+    """Three same-shaped dense+relu layers with their own weights: one kernel, three steps,
+    and each step still reads its own weights."""
+    b = GraphBuilder()
+    h = b.input("x", (4, 32), "float32")
+    for i in range(3):
+        w = b.constant(f"w{i}", rng.standard_normal((32, 32)).astype("float32"))
+        h = b.add1("relu", [b.add1("matmul", [h, w], name=f"mm{i}")], name=f"relu{i}")
+    g = b.finish([h])
+    lib = build(g, target="llvm")
+    steps = lib.plan["steps"]
+    assert len(steps) == 3 and len(lib.funcs) == 1
+    assert {s["kernel"] for s in steps} == {lib.funcs[0].name}
+    assert [s["nodes"] for s in steps] == [[f"mm{i}", f"relu{i}"] for i in range(3)]
+    check(g, {"x": rng.standard_normal((4, 32)).astype("float32")}, tmp_path)
