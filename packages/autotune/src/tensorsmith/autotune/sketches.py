@@ -35,6 +35,7 @@ from typing import Any
 
 from tensorsmith.ir.schedules import cpu as _rules
 from tensorsmith.ir.schedules.cpu import PARALLEL_MIN_WORK
+from tensorsmith.ir.schedules.epilogue import epilogue_consumer
 from tensorsmith.ir.te.expr import Load, Var
 from tensorsmith.ir.te.schedule import Schedule, Stage, input_tensors
 from tensorsmith.ir.te.visit import walk
@@ -255,7 +256,7 @@ class TiledSketch(Sketch):
                                                             or small_image(stage))
         self.kaxis = max(self.reduce, key=lambda n: self.extent[n])
         self.rperms = [list(p) for p in itertools.permutations(self.reduce)][:6]
-        self.epilogue = _epilogue_consumer(stage, outputs, readers)
+        self.epilogue = epilogue_consumer(stage, outputs, readers)
         cols = self.extent[self.spatial[-1]]
         if self.pointwise:
             cols *= self.extent[self.spatial[-2]]
@@ -384,25 +385,6 @@ def _pointwise_conv(stage: Stage) -> bool:
     return False
 
 
-def _epilogue_consumer(stage: Stage, outputs: set[int], readers: dict[int, list[Stage]]
-                       ) -> str | None:
-    """The output stage at the end of a single-reader elementwise chain after ``stage``."""
-    if stage.tensor.uid in outputs:
-        return None
-    chain = stage
-    while True:
-        users = readers.get(chain.tensor.uid, [])
-        if len(users) != 1:
-            return None
-        user = users[0]
-        op = user.tensor.op
-        if op is None or op.reduce_axes or user.tensor.shape != stage.tensor.shape:
-            return None
-        if user.tensor.uid in outputs:
-            return user.name
-        chain = user
-
-
 def _last_axis_contiguous(stage: Stage) -> bool:
     op = stage.tensor.op
     assert op is not None
@@ -434,12 +416,3 @@ def sketch_for(stage: Stage, outputs: set[int], readers: dict[int, list[Stage]])
         return TiledSketch(stage, len(op.axes) - 2 if len(op.axes) >= 2 else None, outputs,
                            readers)
     return ReductionSketch(stage)
-
-
-def readers_of(s: Schedule) -> dict[int, list[Stage]]:
-    """Stages reading each tensor (by tensor uid)."""
-    out: dict[int, list[Stage]] = {}
-    for st in s.stages:
-        for t in input_tensors(st.tensor):
-            out.setdefault(t.uid, []).append(st)
-    return out

@@ -11,9 +11,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from tensorsmith.ir.schedules.epilogue import stage_readers
 from tensorsmith.ir.te.schedule import Schedule, Step
 
-from .sketches import Knob, Sketch, readers_of, sketch_for
+from .sketches import Knob, Sketch, sketch_for
 from .task import Task
 
 Config = tuple[Any, ...]
@@ -28,7 +29,7 @@ class SearchSpace:
         self.outputs = outputs
         probe = Schedule(outputs)
         out_ids = {t.uid for t in outputs}
-        readers = readers_of(probe)
+        readers = stage_readers(probe)
         self.sketches: list[Sketch] = [sketch_for(st, out_ids, readers) for st in probe.stages]
         self.knobs: list[tuple[int, Knob]] = [
             (i, k) for i, sk in enumerate(self.sketches) for k in sk.knobs]

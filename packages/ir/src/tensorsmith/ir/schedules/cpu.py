@@ -17,6 +17,7 @@ from ..te.expr import Binary, Const, Load
 from ..te.schedule import Schedule, Stage
 from ..te.tensor import Tensor
 from ..te.visit import walk
+from .epilogue import fuse_epilogue_chain, stage_readers
 
 PARALLEL_MIN_WORK = 1 << 15
 VECTOR_BLOCK = 64
@@ -25,7 +26,7 @@ VECTOR_BLOCK = 64
 def schedule_cpu(outputs: list[Tensor], num_threads: int = 0) -> Schedule:
     s = Schedule(outputs)
     out_ids = {t.uid for t in outputs}
-    readers = _readers(s)
+    readers = stage_readers(s)
     read_in_place = _pads_read_in_place(s, readers, out_ids)
     for st in s.stages:
         op = st.tensor.op
@@ -179,38 +180,11 @@ def _schedule_reduction(s: Schedule, st: Stage) -> None:
         s.parallel(st.name, fused)
 
 
-def _readers(s: Schedule) -> dict[int, list[Stage]]:
-    """Stages reading each tensor, looking through stages that will be inlined."""
-    from ..te.schedule import input_tensors
-
-    out: dict[int, list[Stage]] = {}
-    for st in s.stages:
-        for t in input_tensors(st.tensor):
-            out.setdefault(t.uid, []).append(st)
-    return out
-
-
 def _try_epilogue(s: Schedule, st: Stage, readers: dict[int, list[Stage]],
                   out_ids: set[int]) -> None:
     """Fold the elementwise chain after a tiled reduction into its write-back."""
-    if st.cache_at is None or st.tensor.uid in out_ids:
-        return
-    chain = st
-    while True:
-        users = readers.get(chain.tensor.uid, [])
-        if len(users) != 1:
-            return
-        user = users[0]
-        op = user.tensor.op
-        if op is None or op.reduce_axes or user.tensor.shape != st.tensor.shape:
-            return
-        if user.tensor.uid in out_ids:
-            try:
-                s.fuse_epilogue(st.name, user.name)
-            except ValueError:
-                s.steps.pop()
-            return
-        chain = user
+    if st.cache_at is not None:
+        fuse_epilogue_chain(s, st, out_ids, readers)
 
 
 def _vector_block(extent: int) -> int:

@@ -18,8 +18,9 @@ serially per invocation.
 
 from __future__ import annotations
 
-from ..te.schedule import Schedule, Stage, input_tensors
+from ..te.schedule import Schedule, Stage
 from ..te.tensor import Tensor
+from .epilogue import fuse_epilogue_chain, stage_readers
 from .gpu_conv import is_conv, schedule_conv
 from .gpu_gemm import is_gemm, schedule_gemm
 
@@ -96,25 +97,4 @@ def _schedule_workgroup_reduction(s: Schedule, st: Stage) -> bool:
 def _fuse_elementwise_consumer(s: Schedule, st: Stage, out_ids: set[int]) -> None:
     """Apply the output computed elementwise from ``st`` (through stages that are
     inlined) at ``st``'s write-back, when ``st`` has no other reader."""
-    if st.tensor.uid in out_ids:
-        return
-    readers: dict[int, list[Stage]] = {}
-    for other in s.stages:
-        for t in input_tensors(other.tensor):
-            readers.setdefault(t.uid, []).append(other)
-    chain = st
-    while True:
-        users = readers.get(chain.tensor.uid, [])
-        if len(users) != 1:
-            return
-        user = users[0]
-        op = user.tensor.op
-        if op is None or op.reduce_axes or user.tensor.shape != st.tensor.shape:
-            return
-        if user.tensor.uid in out_ids:
-            try:
-                s.fuse_epilogue(st.name, user.name)
-            except ValueError:
-                s.steps.pop()
-            return
-        chain = user
+    fuse_epilogue_chain(s, st, out_ids, stage_readers(s))
