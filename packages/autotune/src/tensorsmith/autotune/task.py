@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tensorsmith.ir.build import fused_groups
-from tensorsmith.ir.graph import Graph, Node, Value
+from tensorsmith.ir.graph import Graph, copy_nodes
 from tensorsmith.ir.lowering import group_compute, workload_key
 from tensorsmith.ir.passes.fuse import FusedGroup
 from tensorsmith.ir.target import Target
@@ -78,23 +78,9 @@ def extract_tasks(mod: Graph, params: Mapping[str, np.ndarray] | None = None,
 
 def detach_group(group: FusedGroup) -> FusedGroup:
     """A copy of ``group`` that references nothing outside itself (no producers, no data)."""
-    vmap: dict[int, Value] = {}
-
-    def clone(v: Value) -> Value:
-        if v.uid not in vmap:
-            vmap[v.uid] = Value(v.name, v.shape, v.dtype)
-        return vmap[v.uid]
-
-    inputs = [clone(v) for v in group.inputs]
-    nodes = []
-    for n in group.nodes:
-        new = Node(n.op, [clone(v) for v in n.inputs], [], dict(n.attrs), n.name)
-        for v in n.outputs:
-            c = clone(v)
-            c.producer = new
-            new.outputs.append(c)
-        nodes.append(new)
-    return FusedGroup(nodes, inputs, [clone(v) for v in group.outputs])
+    inputs, nodes, outputs = copy_nodes(group.inputs, group.nodes, group.outputs,
+                                        keep_data=False)
+    return FusedGroup(nodes, inputs, outputs)
 
 
 def estimate_flops(outputs: list[Tensor]) -> float:

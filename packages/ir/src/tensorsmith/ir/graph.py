@@ -97,23 +97,8 @@ class Graph:
 
     def copy(self) -> Graph:
         """A structural copy: new Node and Value objects, constant data shared."""
-        vmap: dict[int, Value] = {}
-
-        def clone(v: Value) -> Value:
-            if v.uid not in vmap:
-                vmap[v.uid] = Value(v.name, v.shape, v.dtype, data=v.data)
-            return vmap[v.uid]
-
-        inputs = [clone(v) for v in self.inputs]
-        nodes = []
-        for n in self.nodes:
-            new = Node(n.op, [clone(v) for v in n.inputs], [], dict(n.attrs), n.name)
-            for v in n.outputs:
-                c = clone(v)
-                c.producer = new
-                new.outputs.append(c)
-            nodes.append(new)
-        return Graph(inputs, nodes, [clone(v) for v in self.outputs], self.name)
+        inputs, nodes, outputs = copy_nodes(self.inputs, self.nodes, self.outputs)
+        return Graph(inputs, nodes, outputs, self.name)
 
     def verify(self) -> None:
         """Check SSA and topological order; raises ModelError naming the offending node."""
@@ -136,3 +121,26 @@ class Graph:
         from .text import print_graph
 
         return print_graph(self)
+
+
+def copy_nodes(inputs: list[Value], nodes: list[Node], outputs: list[Value],
+               keep_data: bool = True) -> tuple[list[Value], list[Node], list[Value]]:
+    """New Node and Value objects wired like ``nodes`` (constant data shared, or dropped
+    with ``keep_data=False``): what a graph copy and a detached fused group both need."""
+    vmap: dict[int, Value] = {}
+
+    def clone(v: Value) -> Value:
+        if v.uid not in vmap:
+            vmap[v.uid] = Value(v.name, v.shape, v.dtype, data=v.data if keep_data else None)
+        return vmap[v.uid]
+
+    new_inputs = [clone(v) for v in inputs]
+    new_nodes = []
+    for n in nodes:
+        new = Node(n.op, [clone(v) for v in n.inputs], [], dict(n.attrs), n.name)
+        for v in n.outputs:
+            c = clone(v)
+            c.producer = new
+            new.outputs.append(c)
+        new_nodes.append(new)
+    return new_inputs, new_nodes, [clone(v) for v in outputs]
