@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 import tensorsmith.runtime as rt
-from tensorsmith.ir import CompiledModule, build, run_graph
+from tensorsmith.ir import CompiledModule, GraphBuilder, build, run_graph
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parents[2]
@@ -40,3 +40,14 @@ def check(graph: Any, inputs: dict[str, np.ndarray], tmp_path: Path, tol: float 
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
     return got
+
+
+def dense_bias_relu(m: int, k: int, n: int, rng: np.random.Generator) -> tuple[Any, dict]:
+    """``relu(x @ w + c)`` with random weights, and a random input for it."""
+    b = GraphBuilder()
+    x = b.input("x", (m, k), "float32")
+    w = b.constant("w", rng.standard_normal((k, n)).astype("float32"))
+    c = b.constant("c", rng.standard_normal((n,)).astype("float32"))
+    h = b.add1("relu", [b.add1("add", [b.add1("matmul", [x, w], name="mm"), c], name="a")],
+               name="r")
+    return b.finish([h]), {"x": rng.standard_normal((m, k)).astype("float32")}

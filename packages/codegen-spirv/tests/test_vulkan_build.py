@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from spirv_testing import check, compile_vulkan
+from spirv_testing import check, compile_vulkan, dense_bias_relu
 
 from tensorsmith.ir import GraphBuilder, build
 
@@ -51,14 +51,8 @@ def test_broadcast_binary(op: str, tmp_path: Path, rng: np.random.Generator) -> 
 @pytest.mark.parametrize("shape", [(1, 784, 256), (7, 33, 130), (64, 64, 300)])
 def test_matmul_bias_relu(shape: tuple[int, int, int], tmp_path: Path,
                           rng: np.random.Generator) -> None:
-    m, k, n = shape
-    b = GraphBuilder()
-    x = b.input("x", (m, k), "float32")
-    w = b.constant("w", rng.standard_normal((k, n)).astype("float32"))
-    c = b.constant("c", rng.standard_normal((n,)).astype("float32"))
-    h = b.add1("relu", [b.add1("add", [b.add1("matmul", [x, w], name="mm"), c], name="a")],
-               name="r")
-    check(b.finish([h]), {"x": rng.standard_normal((m, k)).astype("float32")}, tmp_path, 1e-4)
+    graph, inputs = dense_bias_relu(*shape, rng)
+    check(graph, inputs, tmp_path, 1e-4)
 
 
 def test_batched_matmul_broadcast(tmp_path: Path, rng: np.random.Generator) -> None:

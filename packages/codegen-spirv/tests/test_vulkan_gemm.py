@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from spirv_testing import check, compile_vulkan
+from spirv_testing import check, compile_vulkan, dense_bias_relu
 
 from tensorsmith.ir import GraphBuilder
 
@@ -19,14 +19,8 @@ pytestmark = pytest.mark.vulkan
                                    (130, 7, 33)])
 def test_dense_bias_relu(shape: tuple[int, int, int], tmp_path: Path,
                          rng: np.random.Generator) -> None:
-    m, k, n = shape
-    b = GraphBuilder()
-    x = b.input("x", (m, k), "float32")
-    w = b.constant("w", rng.standard_normal((k, n)).astype("float32"))
-    c = b.constant("c", rng.standard_normal((n,)).astype("float32"))
-    h = b.add1("relu", [b.add1("add", [b.add1("matmul", [x, w], name="mm"), c], name="a")],
-               name="r")
-    check(b.finish([h]), {"x": rng.standard_normal((m, k)).astype("float32")}, tmp_path, 1e-3)
+    graph, inputs = dense_bias_relu(*shape, rng)
+    check(graph, inputs, tmp_path, 1e-3)
 
 
 def test_batched_matmul_residual(tmp_path: Path, rng: np.random.Generator) -> None:
