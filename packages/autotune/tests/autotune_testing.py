@@ -63,7 +63,7 @@ def interpret(task: Task, sched: Schedule, arrays: list[np.ndarray]) -> list[np.
     """Run a scheduled task in the tensor-IR interpreter; returns its outputs."""
     inputs, outputs = task.compute()
     func = lower(sched, inputs, outputs)
-    bufs = [a.copy() for a in arrays] + [np.zeros(p.shape, p.dtype)
+    bufs = [a.copy() for a in func.stored_inputs(arrays)] + [np.zeros(p.shape, p.dtype)
                                          for p in func.params[len(arrays):]]
     run_func(func, bufs)
     return bufs[len(arrays):len(arrays) + len(outputs)]

@@ -45,9 +45,14 @@ def kernel_plan(func: PrimFunc, step_name: str, target: Target) -> dict[str, Any
         buffers.append({"kind": "workspace", "offset": offset, "nbytes": p.nbytes})
         offset += (p.nbytes + ALIGN - 1) // ALIGN * ALIGN
 
+    layouts = func.attrs.get("layouts", {})
+
     def io(i: int, name: str) -> dict[str, Any]:
         p = func.params[i]
-        return {"name": name, "shape": list(p.shape), "dtype": p.dtype, "buffer": i}
+        info = {"name": name, "shape": list(p.shape), "dtype": p.dtype, "buffer": i}
+        if i in layouts:  # the runner transposes what it feeds here (see runner_main)
+            info["layout"] = list(layouts[i])
+        return info
 
     n_in, n_out = func.num_inputs, func.num_outputs
     return {

@@ -68,6 +68,16 @@ def load_hook(spec: str | None) -> Callable[..., Any] | None:
     return fn
 
 
+def in_layouts(plan: dict[str, Any], feed: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
+    """``feed`` with each input the candidate stores in another axis order (a ``layout``
+    step on a weight) transposed that way, so it computes what the reference does."""
+    out = dict(feed)
+    for i, info in enumerate(plan["inputs"]):
+        if info.get("layout"):
+            out[i] = np.ascontiguousarray(np.transpose(feed[i], info["layout"]))
+    return out
+
+
 def check_outputs(got: list[np.ndarray], want: list[np.ndarray], rtol: float, atol: float
                   ) -> None:
     for k, (g, w) in enumerate(zip(got, want, strict=True)):
@@ -122,7 +132,7 @@ def measure(job: dict[str, Any]) -> None:
         error = None
         try:
             module = rt.load(item["path"], device="cpu")
-            outputs = module.run(feed)
+            outputs = module.run(in_layouts(module.metadata, feed))
             if hook is not None:
                 hook(index, outputs)
             if reference is not None:

@@ -240,7 +240,8 @@ class TiledSketch(Sketch):
     kind = "tiled"
 
     def __init__(self, stage: Stage, row_axis: int | None, outputs: set[int],
-                 readers: dict[int, list[Stage]], window: bool = False) -> None:
+                 readers: dict[int, list[Stage]], window: bool = False,
+                 constants: frozenset[str] = frozenset()) -> None:
         super().__init__(stage)
         op = stage.tensor.op
         assert op is not None
@@ -268,7 +269,7 @@ class TiledSketch(Sketch):
             Knob("vec", _choices(cols, (4, 8, 16, 24, 32, 48, 64), vec), vec),
             Knob("rows", _choices(rows, (1, 2, 3, 4, 5, 6, 8, 10, 12), rows_default),
                  rows_default),
-            Knob("outer_order", ("natural", "cols_first"),
+            Knob("outer_order", ("natural", "cols_first", "rows_first"),
                  "cols_first" if self.row is not None and window else "natural"),
             Knob("tile_rows", (1, 2, 4, 8), 1),
             Knob("tile_cols", (1, 2, 4, 8), 1),
@@ -286,9 +287,18 @@ class TiledSketch(Sketch):
         ]
         if self.pointwise:
             knobs.insert(0, Knob("flatten", (True, False), True))
+        self.weight = _channel_vector_weight(stage, constants) if window else None
+        if self.weight is not None:
+            o, x = self.extent[self.spatial[1]], self.extent[self.spatial[-1]]
+            knobs += [Knob("vec_axis", ("cols", "channels"), "cols"),
+                      Knob("cvec", _choices(o, (8, 16, 32, 48, 64), 16), min(16, o)),
+                      Knob("crows", _choices(x, (2, 4, 6, 7, 8, 10, 12, 14, 16), 8),
+                           min(8, x))]
         self.knobs = tuple(knobs)
 
     def _cols(self, v: Values) -> int:
+        if v.get("vec_axis") == "channels":
+            return int(v["cvec"])
         cols = self.extent[self.spatial[-1]]
         if v.get("flatten"):
             cols *= self.extent[self.spatial[-2]]
@@ -296,11 +306,12 @@ class TiledSketch(Sketch):
 
     def valid(self, v: Values) -> bool:
         cols = self._cols(v)
-        if v["cache"] and v["rows"] * cols > LOCAL_MAX:
+        rows = v["crows"] if v.get("vec_axis") == "channels" else v["rows"]
+        if v["cache"] and rows * cols > LOCAL_MAX:
             return False
         if v["kpos"] == "outer" and (v["cache"] or not v["ksplit"]):
             return False  # a k loop above a cached tile would overwrite partial sums
-        unrolled = (v["rows"] if v["unroll_rows"] else 1) * (
+        unrolled = (rows if v["unroll_rows"] else 1) * (
             v["ksplit"] if v["unroll_k"] and v["ksplit"] else 1)
         return unrolled <= (UNROLL_MAX_VECTOR if v["vectorize"] and cols > 1
                             else UNROLL_MAX_SCALAR)
@@ -308,22 +319,33 @@ class TiledSketch(Sketch):
     def apply(self, s: Schedule, v: Values) -> None:
         st = self.stage
         spatial = list(self.spatial)
-        if v.get("flatten"):  # a 1x1 convolution: one vector axis over the whole image
+        vec_axis, row_axis, vec, rows = spatial[-1], self.row, v["vec"], v["rows"]
+        if v.get("vec_axis") == "channels":
+            # Vector lanes over output channels, rows over output columns: any stride or
+            # image width fills whole registers. The weights are stored with the output
+            # channel last, so each (c, ry, rx) reads its lanes contiguously.
+            assert self.weight is not None
+            s.layout(st, self.weight, (1, 2, 3, 0))
+            vec_axis, row_axis, vec, rows = spatial[1], spatial[-1], v["cvec"], v["crows"]
+        elif v.get("flatten"):  # a 1x1 convolution: one vector axis over the whole image
             spatial[-2:] = [s.fuse(st, spatial[-2], spatial[-1])]
-        jo, ji = s.split(st, spatial[-1], v["vec"])
+            vec_axis = spatial[-1]
+        jo, ji = s.split(st, vec_axis, vec)
         io = ii = None
-        if self.row is not None:
-            io, ii = s.split(st, self.row, v["rows"])
+        if row_axis is not None:
+            io, ii = s.split(st, row_axis, rows)
         ioi = joi = None
         if v["tile_rows"] > 1 and io is not None:
             io, ioi = _split(s, st, io, s[st].leaf(io).extent, v["tile_rows"])
         if v["tile_cols"] > 1:
             jo, joi = _split(s, st, jo, s[st].leaf(jo).extent, v["tile_cols"])
-        others = [a for a in spatial[:-1] if a != self.row]
+        others = [a for a in spatial if a not in (row_axis, vec_axis)]
         if v["outer_order"] == "cols_first":
             outer = [*others, jo, io]
+        elif v["outer_order"] == "rows_first":
+            outer = [*others, io, jo]
         else:
-            outer = [io if a == self.row else a for a in spatial[:-1]] + [jo]
+            outer = [io if a == row_axis else jo if a == vec_axis else a for a in spatial]
         outer = [x for x in outer if x is not None]
         inner_tile = [x for x in (ioi, joi) if x is not None]
         if v["inner_order"] == "cr":
@@ -367,6 +389,22 @@ class TiledSketch(Sketch):
                 s.steps.pop()
 
 
+def _channel_vector_weight(stage: Stage, constants: frozenset[str]) -> str | None:
+    """The weight a dense (ungrouped) convolution reads, when it is a constant the build
+    can store transposed: only then may the vector loop run over output channels."""
+    op = stage.tensor.op
+    assert op is not None
+    if op.tag != "conv2d" or not op.reduce_axes:
+        return None
+    data, *rest = input_tensors(stage.tensor)
+    rc = op.reduce_axes[0].var
+    for load in (e for e in walk(op.body) if isinstance(e, Load)):
+        if load.buffer is data and load.indices[1] is not rc:
+            return None  # grouped: input channels follow the output channel
+    weights = [t for t in rest if t.op is None and t.ndim == 4 and t.name in constants]
+    return weights[0].name if weights else None
+
+
 def _pointwise_conv(stage: Stage) -> bool:
     """A 1x1 convolution reading its input (no pad stage) at unit stride along x: a
     matrix product over the flattened image (the default rule fuses y and x)."""
@@ -395,8 +433,11 @@ def _last_axis_contiguous(stage: Stage) -> bool:
                and e.indices[-1] is last for e in walk(op.body))
 
 
-def sketch_for(stage: Stage, outputs: set[int], readers: dict[int, list[Stage]]) -> Sketch:
-    """The sketch of one stage, by the same classification as the default CPU rules."""
+def sketch_for(stage: Stage, outputs: set[int], readers: dict[int, list[Stage]],
+               constants: frozenset[str] = frozenset()) -> Sketch:
+    """The sketch of one stage, by the same classification as the default CPU rules;
+    ``constants`` names the inputs that are weights (which ``layout`` steps may store
+    transposed)."""
     op = stage.tensor.op
     assert op is not None
     is_output = stage.tensor.uid in outputs
@@ -409,7 +450,7 @@ def sketch_for(stage: Stage, outputs: set[int], readers: dict[int, list[Stage]])
                                      inline=in_place(stage, readers, outputs))
         return InlineSketch(stage)
     if op.tag == "conv2d":
-        return TiledSketch(stage, 1, outputs, readers, window=True)
+        return TiledSketch(stage, 1, outputs, readers, window=True, constants=constants)
     if op.tag.startswith("pool_"):
         return TiledSketch(stage, None, outputs, readers, window=True)
     if _last_axis_contiguous(stage):

@@ -30,7 +30,9 @@ class SearchSpace:
         probe = Schedule(outputs)
         out_ids = {t.uid for t in outputs}
         readers = stage_readers(probe)
-        self.sketches: list[Sketch] = [sketch_for(st, out_ids, readers) for st in probe.stages]
+        constants = frozenset(f"in{i}" for i in task.constant_inputs)  # group_compute's names
+        self.sketches: list[Sketch] = [sketch_for(st, out_ids, readers, constants)
+                                       for st in probe.stages]
         self.knobs: list[tuple[int, Knob]] = [
             (i, k) for i, sk in enumerate(self.sketches) for k in sk.knobs]
 

@@ -39,6 +39,8 @@ class Task:
     weight: int
     flops: float
     target: str = "llvm"
+    # inputs that are weights in the model (a schedule may store them in another layout)
+    constant_inputs: tuple[int, ...] = ()
     _compute: tuple[list[Tensor], list[Tensor]] | None = field(default=None, repr=False)
 
     def compute(self) -> tuple[list[Tensor], list[Tensor]]:
@@ -70,7 +72,8 @@ def extract_tasks(mod: Graph, params: Mapping[str, np.ndarray] | None = None,
             tasks[key].weight += 1
             continue
         detached = detach_group(g)
-        task = Task(key, g.name, detached, 1, 0.0, str(tgt))
+        constant = tuple(i for i, v in enumerate(g.inputs) if v.is_constant)
+        task = Task(key, g.name, detached, 1, 0.0, str(tgt), constant)
         task.flops = estimate_flops(task.compute()[1])
         tasks[key] = task
     return list(tasks.values())

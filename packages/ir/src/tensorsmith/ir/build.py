@@ -55,14 +55,20 @@ def _lower_once_per_workload(groups: list[FusedGroup], schedule: Callable[..., A
 
     Groups with equal keys compute the same thing on same-shaped buffers (weights are
     arguments, never baked in), so the repeated layers of a transformer or ResNet
-    stage share one kernel: less to compile, a smaller artifact."""
-    by_key: dict[str, PrimFunc] = {}
+    stage share one kernel: less to compile, a smaller artifact. A tuned schedule that
+    stores an input in another layout (``layout`` steps) needs that input to be a weight
+    the build can transpose; where it is not, the group gets the default schedule."""
+    by_key: dict[tuple[str, bool], PrimFunc] = {}
     out = []
     for g in groups:
         key = workload_key(g)
-        if key not in by_key:
-            by_key[key] = lower_group(g, f"tsm_kernel_{len(by_key)}", schedule, tuned.get(key))
-        out.append(by_key[key])
+        steps = tuned.get(key)
+        usable = steps is None or all(
+            g.inputs[int(s.args[0][2:])].is_constant for s in steps if s.kind == "layout")
+        if (key, usable) not in by_key:
+            by_key[key, usable] = lower_group(g, f"tsm_kernel_{len(by_key)}", schedule,
+                                              steps if usable else None)
+        out.append(by_key[key, usable])
     return out
 
 
@@ -142,6 +148,28 @@ def _is_alias_group(g: Any, aliases: dict[int, Value]) -> bool:
     return len(g.outputs) == 1 and g.outputs[0].uid in aliases
 
 
+def _weight_layouts(graph: Graph, groups: list[Any], funcs: list[PrimFunc]
+                    ) -> list[tuple[Value, tuple[int, ...] | None]]:
+    """Each constant with the axis orders it is stored in (None: as it is)."""
+    wanted: dict[int, list[tuple[int, ...]]] = {}
+    plain: set[int] = {v.uid for v in graph.outputs}
+    for g, f in zip(groups, funcs):
+        layouts = f.attrs.get("layouts", {})
+        for i, v in enumerate(g.inputs):
+            if i in layouts:
+                order = tuple(layouts[i])
+                if order not in wanted.setdefault(v.uid, []):
+                    wanted[v.uid].append(order)
+            else:
+                plain.add(v.uid)
+    out: list[tuple[Value, tuple[int, ...] | None]] = []
+    for c in graph.constants():
+        if c.uid in plain or c.uid not in wanted:
+            out.append((c, None))
+        out += [(c, order) for order in wanted.get(c.uid, [])]
+    return out
+
+
 def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Target,
                aliases: dict[int, Value]) -> tuple[dict[str, Any], bytes]:
     """``funcs[i]`` is the kernel step ``i`` calls (steps may share one)."""
@@ -150,13 +178,16 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
 
     buffers: list[dict[str, Any]] = []
     buffer_of: dict[Any, int] = {}
-    # Weights: every constant read by a kernel or returned, packed 64-byte aligned.
+    # Weights: every constant read by a kernel or returned, packed 64-byte aligned; a
+    # kernel that stores a weight in another axis order gets a transposed copy (and the
+    # weight is stored only that way when nothing else reads it as it is).
     chunks: list[bytes] = []
     offset = 0
-    for c in graph.constants():
+    for c, order in _weight_layouts(graph, groups, funcs):
         assert c.data is not None
-        raw = np.ascontiguousarray(c.data).tobytes()
-        buffer_of[c.uid] = len(buffers)
+        data = c.data if order is None else np.transpose(c.data, order)
+        raw = np.ascontiguousarray(data).tobytes()
+        buffer_of[c.uid if order is None else (c.uid, order)] = len(buffers)
         buffers.append({"kind": "param", "offset": offset, "nbytes": len(raw), "name": c.name})
         pad = _align(len(raw)) - len(raw)
         chunks.append(raw + b"\0" * pad)
@@ -187,7 +218,9 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
         buffers.append({"kind": "workspace", "offset": off, "nbytes": sizes[planned]})
     steps = []
     for step, (g, f) in enumerate(zip(groups, funcs)):
-        args = [buffer_of[canon(v)] for v in g.inputs] + [buffer_of[canon(v)] for v in g.outputs]
+        layouts = f.attrs.get("layouts", {})
+        args = [buffer_of[(v.uid, tuple(layouts[i])) if i in layouts else canon(v)]
+                for i, v in enumerate(g.inputs)] + [buffer_of[canon(v)] for v in g.outputs]
         args += [buffer_of[("scratch", step, k)] for k in range(len(f.scratch))]
         steps.append({"kernel": f.name, "name": g.name, "args": args,
                       "nodes": [n.name for n in g.nodes]})

@@ -84,7 +84,10 @@ class _Lowerer:
                 body = substitute(op.body, {id(a.var): i for a, i in zip(op.axes, indices)})
                 return self.expr(body)
             buf = self.buffers[t.uid]
-            return Load(buf, (simplify(flat_index(t.shape, indices), self.bounds),), t.dtype)
+            order = self.sched.layouts.get(t.name) if t.op is None else None
+            if order is not None:
+                indices = tuple(indices[a] for a in order)
+            return Load(buf, (simplify(flat_index(buf.shape, indices), self.bounds),), t.dtype)
 
         return rewrite(e, visit)
 
@@ -262,8 +265,14 @@ def lower(sched: Schedule, inputs: list[Tensor], outputs: list[Tensor],
     """Lower ``sched`` into a function taking ``inputs``, then ``outputs``, then scratch."""
     buffers: dict[int, Buffer] = {}
     params: list[Buffer] = []
+    layouts: dict[int, list[int]] = {}
     for t in [*inputs, *outputs]:
-        buf = Buffer(t.name, t.shape, t.dtype)
+        shape = t.shape
+        order = sched.layouts.get(t.name) if t.op is None else None
+        if order is not None:
+            shape = tuple(t.shape[a] for a in order)
+            layouts[len(params)] = list(order)
+        buf = Buffer(t.name, shape, t.dtype)
         buffers[t.uid] = buf
         params.append(buf)
     for st in sched.stages:
@@ -274,7 +283,10 @@ def lower(sched: Schedule, inputs: list[Tensor], outputs: list[Tensor],
             params.append(buf)
     low = _Lowerer(sched, buffers)
     body = Seq([low.stage(st) for st in sched.stages if not st.inline and not st.merged])
-    return PrimFunc(name, params, body, len(inputs), len(outputs))
+    func = PrimFunc(name, params, body, len(inputs), len(outputs))
+    if layouts:
+        func.attrs["layouts"] = layouts
+    return func
 
 
 __all__ = ["as_expr", "flat_index", "lower"]

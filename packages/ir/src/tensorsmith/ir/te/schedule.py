@@ -107,6 +107,8 @@ class Schedule:
         self.outputs = outputs
         self.stages: list[Stage] = []
         self.steps: list[Step] = []
+        # input tensor name -> axis order it is stored in (see ``layout``)
+        self.layouts: dict[str, tuple[int, ...]] = {}
         seen: set[int] = set()
         for t in outputs:
             self._visit(t, seen)
@@ -176,6 +178,15 @@ class Schedule:
         extra = (True,) if prefetch else ()
         self.apply(Step("cache_read", _name(stage), (_name(tensor), scope, at, *extra)))
 
+    def layout(self, stage: Tensor | str, tensor: Tensor | str, order: tuple[int, ...]) -> None:
+        """Store input ``tensor`` (a placeholder ``stage`` reads) with its axes in ``order``:
+        the kernel takes ``transpose(tensor, order)`` and every read is re-indexed. Meant for
+        weights, which ``build`` transposes once at compile time: a convolution whose
+        vector loop runs over output channels reads its weights contiguously only when the
+        output channel is their last axis. A kernel's ``attrs["layouts"]`` names the
+        inputs so stored; a caller feeding such a kernel must transpose them itself."""
+        self.apply(Step("layout", _name(stage), (_name(tensor), [int(a) for a in order])))
+
     def fuse_epilogue(self, stage: Tensor | str, consumer: Tensor | str) -> None:
         """Apply elementwise ``consumer`` to ``stage``'s cached tile as it is written back,
         so the reduction's result never goes through memory."""
@@ -234,6 +245,15 @@ class Schedule:
             raise ValueError(f"stage {st.name} does not read a tensor named {tensor!r}")
         st.leaf(at)
         st.cache_reads.append(CacheRead(tensor, scope, at, bool(prefetch)))
+
+    def _layout(self, st: Stage, tensor: str, order: list[int]) -> None:
+        found = [t for t in input_tensors(st.tensor) if t.name == tensor]
+        if not found or found[0].op is not None:
+            raise ValueError(f"layout: stage {st.name} reads no input tensor named {tensor!r}")
+        if sorted(order) != list(range(found[0].ndim)):
+            raise ValueError(f"layout: {list(order)} is not an axis order of {tensor} "
+                             f"({found[0].ndim} axes)")
+        self.layouts[tensor] = tuple(order)
 
     def _fuse_epilogue(self, st: Stage, consumer: str) -> None:
         from .visit import collect_loads

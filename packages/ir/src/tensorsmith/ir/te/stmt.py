@@ -6,6 +6,7 @@ row-major; a ``Load`` of a :class:`Buffer` carries one flat index.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -91,6 +92,13 @@ class PrimFunc:
     num_inputs: int
     num_outputs: int
     attrs: dict = field(default_factory=dict)
+
+    def stored_inputs(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """``arrays`` (the inputs, in their logical layout) as the kernel takes them: those
+        a ``layout`` step stores in another axis order transposed that way."""
+        layouts = self.attrs.get("layouts", {})
+        return [np.ascontiguousarray(np.transpose(a, layouts[i])) if i in layouts else a
+                for i, a in enumerate(arrays)]
 
     @property
     def scratch(self) -> list[Buffer]:
