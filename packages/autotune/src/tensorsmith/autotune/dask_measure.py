@@ -87,13 +87,14 @@ class DaskRunner:
 
     def __init__(self, address: str | Client, target: str = "llvm", timeout: float = 20.0,
                  min_repeat_ms: float = 50.0, repeats: int = 3, startup_timeout: float = 120.0,
-                 seed: int = 0) -> None:
+                 seed: int = 0, flush_mb: float = 0.0) -> None:
         from .measure import LocalRunner
 
         self.client = address if isinstance(address, Client) else Client(address)
         self._own = not isinstance(address, Client)
         self.resources = {target: 1}
-        self.local = LocalRunner(timeout, min_repeat_ms, repeats, startup_timeout, seed=seed)
+        self.local = LocalRunner(timeout, min_repeat_ms, repeats, startup_timeout, seed=seed,
+                                 flush_mb=flush_mb)
         self.source = resources.files("tensorsmith.autotune").joinpath(
             "runner_main.py").read_text(encoding="utf-8")
 

@@ -147,11 +147,12 @@ class LocalRunner:
 
     def __init__(self, timeout: float = 20.0, min_repeat_ms: float = 50.0, repeats: int = 3,
                  startup_timeout: float = 120.0, hook: str | None = None, seed: int = 0,
-                 rtol: float = 1e-3, atol: float = 1e-3) -> None:
+                 rtol: float = 1e-3, atol: float = 1e-3, flush_mb: float = 0.0) -> None:
         self.timeout = timeout
         self.startup_timeout = startup_timeout
         self.options = {"min_repeat_ms": min_repeat_ms, "repeats": repeats, "hook": hook,
-                        "seed": seed, "rtol": rtol, "atol": atol}
+                        "seed": seed, "rtol": rtol, "atol": atol,
+                        "flush_bytes": int(flush_mb * (1 << 20))}
 
     def job(self, task: Task, reference: str | None, builds: list[BuildResult]
             ) -> dict[str, Any]:

@@ -12,6 +12,7 @@ Each candidate runs once on fixed random inputs and its outputs are compared wit
 default schedule's (``np.allclose``); then it is timed: one calibration run picks how
 many runs make ``min_repeat_ms / repeats``, and each of ``repeats`` groups of that many
 runs yields one cost, the mean seconds per run of the kernel as the C runtime times it.
+With ``flush_bytes`` each timed run starts from caches evicted by a large write.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import numpy as np
 
 PREFIX = "@@tsm "
 MAX_RUNS = 100_000
+FLUSHED_RUNS = 10
 
 
 def emit(message: dict[str, Any]) -> None:
@@ -97,15 +99,32 @@ def check_outputs(got: list[np.ndarray], want: list[np.ndarray], rtol: float, at
                              f"(max abs error {err:.3g})")
 
 
-def time_module(module: Any, min_repeat_ms: float, repeats: int) -> list[float]:
-    """Seconds per run, one value per repeat group, as the C runtime times the kernel."""
+def time_module(module: Any, min_repeat_ms: float, repeats: int, flush_bytes: int = 0
+                ) -> list[float]:
+    """Seconds per run, one value per repeat group, as the C runtime times the kernel.
+
+    With ``flush_bytes``, every timed run follows a write of that many bytes (more than
+    the last-level cache), so the kernel starts with cold caches as in a whole model,
+    where a layer's weights were last touched a full inference ago. Timed warm and
+    alone, a kernel that re-reads its weights looks as fast as one that streams them
+    once; in the model it is not. Flushed runs are capped at ``FLUSHED_RUNS`` a group.
+    """
+    flush = np.empty(flush_bytes, np.uint8) if flush_bytes else None
 
     def per_run_ms(runs: int) -> float:
-        report = module.profile(repeat=runs)
-        return sum(e["total_ms"] for e in report) / runs
+        if flush is None:
+            report = module.profile(repeat=runs)
+            return sum(e["total_ms"] for e in report) / runs
+        total = 0.0
+        for k in range(runs):
+            flush.fill(k & 0xFF)
+            total += sum(e["total_ms"] for e in module.profile(repeat=1, warmup=False))
+        return total / runs
 
     first = per_run_ms(1)
     runs = max(1, min(MAX_RUNS, math.ceil(min_repeat_ms / repeats / max(first, 1e-4))))
+    if flush is not None:
+        runs = min(runs, FLUSHED_RUNS)
     return [per_run_ms(runs) / 1e3 for _ in range(repeats)]
 
 
@@ -139,7 +158,7 @@ def measure(job: dict[str, Any]) -> None:
                 check_outputs(outputs, reference, float(job.get("rtol", 1e-3)),
                               float(job.get("atol", 1e-3)))
             costs = time_module(module, float(job.get("min_repeat_ms", 50.0)),
-                                int(job.get("repeats", 3)))
+                                int(job.get("repeats", 3)), int(job.get("flush_bytes", 0)))
             module.close()
         except Exception as e:
             error = f"{type(e).__name__}: {e}"

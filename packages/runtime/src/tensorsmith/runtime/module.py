@@ -116,8 +116,10 @@ class GraphModule:
         with self._lock:
             return self._get(index, out)
 
-    def profile(self, inputs: Mapping[Key, Any] | None = None, repeat: int = 10) -> ProfileReport:
-        """Time each step over `repeat` runs (after one warm-up run).
+    def profile(self, inputs: Mapping[Key, Any] | None = None, repeat: int = 10,
+                warmup: bool = True) -> ProfileReport:
+        """Time each step over `repeat` runs (after one warm-up run, unless `warmup` is
+        False: the auto-tuner times cold runs after evicting the caches itself).
 
         Returns one ``{"name", "calls", "total_ms", "mean_ms", "percent"}`` per step name,
         in execution order; the report's ``run_ms`` holds the wall time of each run.
@@ -131,7 +133,8 @@ class GraphModule:
             for index, array in prepared:
                 self._set(index, array)
             self._check_all_set()
-            self._executor.run()
+            if warmup:
+                self._executor.run()
             for _ in range(repeat):
                 start = time.perf_counter()
                 runs.append(self._executor.run_profiled())

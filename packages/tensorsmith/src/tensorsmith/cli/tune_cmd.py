@@ -59,6 +59,10 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="time limit of one candidate's measurement (default: 20)")
     p.add_argument("--min-repeat-ms", type=float, default=50.0, metavar="MS",
                    help="minimum time spent timing each candidate (default: 50)")
+    p.add_argument("--cache-flush-mb", type=float, default=64.0, metavar="MB",
+                   help="write this many MB before each timed run, so kernels are timed "
+                   "with cold caches as they run inside the model (default: 64, over the "
+                   "last-level cache of most CPUs; 0: time warm, repeated runs)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the search")
     p.add_argument("--confirm-top", type=int, default=3, metavar="K",
                    help="at the end, re-measure each kernel's K fastest candidates with its "
@@ -87,7 +91,8 @@ def _measurers(args: argparse.Namespace) -> tuple[Any, Any, Any]:
 
     if not args.dask:
         return (LocalBuilder(args.builders),
-                LocalRunner(timeout=args.timeout, min_repeat_ms=args.min_repeat_ms), None)
+                LocalRunner(timeout=args.timeout, min_repeat_ms=args.min_repeat_ms,
+                            flush_mb=args.cache_flush_mb), None)
     try:
         from distributed import Client
 
@@ -100,7 +105,7 @@ def _measurers(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     except OSError as e:
         raise CliError(f"cannot reach the Dask scheduler at {args.dask}: {e}") from None
     runner = DaskRunner(client, args.target.split()[0], timeout=args.timeout,
-                        min_repeat_ms=args.min_repeat_ms)
+                        min_repeat_ms=args.min_repeat_ms, flush_mb=args.cache_flush_mb)
     return DaskBuilder(client), runner, client
 
 
@@ -110,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
     shapes = _shapes(args.input_shape)
     if args.timeout <= 0 or args.min_repeat_ms <= 0:
         raise CliError("--timeout and --min-repeat-ms must be positive")
+    if args.cache_flush_mb < 0:
+        raise CliError("--cache-flush-mb must be 0 or more")
 
     from tensorsmith.autotune.plot import plot_curves
     from tensorsmith.autotune.progress import ProgressBar
