@@ -76,3 +76,28 @@ def test_a_failing_reference_fails_the_batch_with_its_reason(batch, tmp_path) ->
     missing = str(tmp_path / "missing.so")
     results = LocalRunner(min_repeat_ms=2.0).run(task, missing, builds[1:3])
     assert all("default schedule failed" in r.error for r in results)
+
+
+class _FakeModule:
+    """Records how time_module drives the runtime's profile()."""
+
+    def __init__(self, ms: float) -> None:
+        self.ms = ms
+        self.calls: list[tuple[int, bool]] = []
+
+    def profile(self, repeat: int = 10, warmup: bool = True) -> list[dict[str, float]]:
+        self.calls.append((repeat, warmup))
+        return [{"total_ms": self.ms * repeat}]
+
+
+def test_flushed_timing_runs_each_kernel_cold_once_per_flush() -> None:
+    from tensorsmith.autotune.runner_main import FLUSHED_RUNS, time_module
+
+    warm = _FakeModule(0.01)
+    costs = time_module(warm, min_repeat_ms=30.0, repeats=3)
+    assert costs == pytest.approx([1e-5] * 3)
+    assert warm.calls[1:] == [(1000, True)] * 3  # batched, after a warm-up run each
+    cold = _FakeModule(0.01)
+    costs = time_module(cold, min_repeat_ms=30.0, repeats=3, flush_bytes=1 << 20)
+    assert costs == pytest.approx([1e-5] * 3)
+    assert cold.calls == [(1, False)] * (1 + 3 * FLUSHED_RUNS)  # one cold run per flush

@@ -23,6 +23,7 @@ from tensorsmith.ir.codegen import get_codegen
 from tensorsmith.ir.lowering import lower_group
 from tensorsmith.ir.passes.memory_plan import ALIGN
 from tensorsmith.ir.schedules import schedule_cpu
+from tensorsmith.ir.schedules.gpu import schedule_gpu
 from tensorsmith.ir.target import Target
 from tensorsmith.ir.te.schedule import Step
 from tensorsmith.ir.te.stmt import PrimFunc
@@ -34,8 +35,11 @@ KERNEL = "tsm_kernel_0"
 
 
 def lower_candidate(task: Task, steps: list[Step] | None) -> PrimFunc:
-    """The task's kernel with ``steps`` replayed (the default CPU schedule for None)."""
-    return lower_group(task.group, KERNEL, schedule_cpu, steps)
+    """The task's kernel with ``steps`` replayed; for None, the default schedule of the
+    task's target (what ``build`` uses without records, so it is the baseline every
+    candidate is compared with and timed against)."""
+    schedule = schedule_cpu if Target.parse(task.target).family == "cpu" else schedule_gpu
+    return lower_group(task.group, KERNEL, schedule, steps)
 
 
 def kernel_plan(func: PrimFunc, step_name: str, target: Target) -> dict[str, Any]:

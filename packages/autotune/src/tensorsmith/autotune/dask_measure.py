@@ -26,7 +26,14 @@ import cloudpickle
 from distributed import Client
 
 from . import batch
-from .measure import BuildResult, MeasureInput, MeasureResult, _build_one, merge_results
+from .measure import (
+    CPU_CACHE_FLUSH_MB,
+    BuildResult,
+    MeasureInput,
+    MeasureResult,
+    _build_one,
+    merge_results,
+)
 from .task import Task
 
 cloudpickle.register_pickle_by_value(batch)
@@ -87,7 +94,7 @@ class DaskRunner:
 
     def __init__(self, address: str | Client, target: str = "llvm", timeout: float = 20.0,
                  min_repeat_ms: float = 50.0, repeats: int = 3, startup_timeout: float = 120.0,
-                 seed: int = 0, flush_mb: float = 0.0) -> None:
+                 seed: int = 0, flush_mb: float = CPU_CACHE_FLUSH_MB) -> None:
         from .measure import LocalRunner
 
         self.client = address if isinstance(address, Client) else Client(address)

@@ -10,6 +10,11 @@ is woken) and a small cache model: the bytes the loop nest streams from beyond a
 the main store's features (most arithmetic), the sums over all stores, and a few whole
 kernel counts; every value is ``log2(1 + x)``, so the vector is finite and its scale
 matches how throughput varies.
+
+GPU kernels (vulkan, opencl) have their outer loops bound to workgroups and invocations
+(``blockIdx.*``, ``threadIdx.*``): those count as the parallel loops (all of them
+together: the invocations of the whole dispatch), each nest under them as one launch,
+and reads of workgroup-shared tiles count with the local ones (on-chip, not traffic).
 """
 
 from __future__ import annotations
@@ -114,6 +119,11 @@ def _stride_class(stride: float) -> str:
     return "contiguous" if abs(stride) == 1 else "strided"
 
 
+def _bound(loop: For) -> bool:
+    """A loop bound to GPU workgroups or invocations."""
+    return loop.kind.startswith(("blockIdx.", "threadIdx."))
+
+
 class _Walker:
     def __init__(self) -> None:
         self.loops: list[For] = []
@@ -133,6 +143,9 @@ class _Walker:
                 self.loop_nests += 1
             if s.kind == "parallel":
                 self.parallel_loops += 1
+                self.parallel_launches += math.prod(lp.extent for lp in self.loops)
+            elif _bound(s) and not any(_bound(lp) for lp in self.loops):
+                self.parallel_loops += 1  # one dispatch of the loops bound below
                 self.parallel_launches += math.prod(lp.extent for lp in self.loops)
             self.loops.append(s)
             self.stmt(s.body)
@@ -177,7 +190,7 @@ class _Walker:
             elif isinstance(x, Load) and isinstance(x.buffer, Buffer):
                 index = x.indices[0]
                 f["int_ops"] += sum(1 for y in walk(index) if isinstance(y, Binary))
-                if x.buffer.scope == "local":
+                if x.buffer.scope in ("local", "shared"):
                     f["loads_local"] += 1
                 else:
                     f[f"loads_{_stride_class(_stride(index, inner_var))}"] += 1
@@ -197,7 +210,8 @@ class _Walker:
         f["loops"] = len(loops)
         if inner is not None:
             f["innermost_extent"] = inner.extent
-            kind = inner.kind if inner.kind in KINDS else "serial"
+            kind = (inner.kind if inner.kind in KINDS
+                    else "parallel" if _bound(inner) else "serial")
             f[f"innermost_{kind}"] = 1
         vec = [lp for lp in loops if lp.kind == "vectorized"]
         if vec:
@@ -207,7 +221,13 @@ class _Walker:
         f["unrolled_body"] = math.prod(lp.extent for lp in loops
                                        if lp.kind == "unrolled" and lp.extent <= 64)
         par = [i for i, lp in enumerate(loops) if lp.kind == "parallel"]
-        if par:
+        bound = [i for i, lp in enumerate(loops) if _bound(lp)]
+        if bound:  # a GPU dispatch: every invocation of every workgroup runs in parallel
+            invocations = math.prod(loops[i].extent for i in bound)
+            f["parallel_extent"] = invocations
+            f["work_per_thread"] = executions / invocations
+            par = [bound[-1]]
+        elif par:
             f["parallel_extent"] = loops[par[0]].extent
             f["work_per_thread"] = executions / loops[par[0]].extent
         f["local_elements"] = sum(b.size for b in self.locals)

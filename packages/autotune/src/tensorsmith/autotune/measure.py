@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from tensorsmith.ir.target import Target
 from tensorsmith.ir.te.schedule import Step
 
 from .batch import measure_batch
@@ -142,14 +143,34 @@ class LocalBuilder:
             self._pool = None
 
 
+# Bytes written before each timed run when tuning for a CPU: more than the last-level
+# cache of most CPUs (32 MB on the development machines), so every kernel starts cold.
+CPU_CACHE_FLUSH_MB = 64.0
+
+
+def device_for(target: str) -> str:
+    """The runtime device that runs ``target``'s artifacts: "cpu" for llvm, else the
+    target's kind ("vulkan", "opencl": the first device of that API)."""
+    kind = Target.parse(target).kind
+    return "cpu" if kind == "llvm" else kind
+
+
 class LocalRunner:
-    """Times artifacts in a fresh subprocess per batch, each candidate under a timeout."""
+    """Times artifacts in a fresh subprocess per batch, each candidate under a timeout.
+
+    The reference (default schedule) and the candidates run on ``device``, by default
+    the one of each task's target (:func:`device_for`). The cache flush (``flush_mb``)
+    applies to the CPU only: a GPU kernel reads device memory the host's writes do not
+    touch, so on a GPU device it would only slow the measurement down.
+    """
 
     def __init__(self, timeout: float = 20.0, min_repeat_ms: float = 50.0, repeats: int = 3,
                  startup_timeout: float = 120.0, hook: str | None = None, seed: int = 0,
-                 rtol: float = 1e-3, atol: float = 1e-3, flush_mb: float = 0.0) -> None:
+                 rtol: float = 1e-3, atol: float = 1e-3,
+                 flush_mb: float = CPU_CACHE_FLUSH_MB, device: str | None = None) -> None:
         self.timeout = timeout
         self.startup_timeout = startup_timeout
+        self.device = device
         self.options = {"min_repeat_ms": min_repeat_ms, "repeats": repeats, "hook": hook,
                         "seed": seed, "rtol": rtol, "atol": atol,
                         "flush_bytes": int(flush_mb * (1 << 20))}
@@ -157,7 +178,9 @@ class LocalRunner:
     def job(self, task: Task, reference: str | None, builds: list[BuildResult]
             ) -> dict[str, Any]:
         """The runner_main job for the builds that succeeded."""
-        return {**self.options, "reference": reference,
+        device = self.device or device_for(task.target)
+        flush = self.options["flush_bytes"] if device.partition(":")[0] == "cpu" else 0
+        return {**self.options, "device": device, "flush_bytes": flush, "reference": reference,
                 "inputs": [{"shape": list(v.shape), "dtype": v.dtype} for v in task.group.inputs],
                 "candidates": [{"index": i, "path": b.path} for i, b in enumerate(builds)
                                if b.error is None and b.path]}

@@ -13,6 +13,11 @@ default schedule's (``np.allclose``); then it is timed: one calibration run pick
 many runs make ``min_repeat_ms / repeats``, and each of ``repeats`` groups of that many
 runs yields one cost, the mean seconds per run of the kernel as the C runtime times it.
 With ``flush_bytes`` each timed run starts from caches evicted by a large write.
+
+The job's ``device`` ("cpu" by default, "vulkan", "opencl", "vulkan:1"...) is where the
+reference and every candidate run; on a GPU the runtime's profiler reports each
+dispatch's device time (timestamps), so the costs are kernel time there too. The cache
+flush is for the CPU only and is ignored elsewhere.
 """
 
 from __future__ import annotations
@@ -134,10 +139,12 @@ def measure(job: dict[str, Any]) -> None:
     hook = load_hook(job.get("hook"))
     inputs = make_inputs(job["inputs"], int(job.get("seed", 0)))
     feed = dict(enumerate(inputs))
+    device = str(job.get("device") or "cpu")
+    flush_bytes = int(job.get("flush_bytes", 0)) if device.partition(":")[0] == "cpu" else 0
     reference = None
     if job.get("reference"):
         try:
-            ref = rt.load(job["reference"], device="cpu")
+            ref = rt.load(job["reference"], device=device)
             reference = ref.run(feed)
             ref.close()
         except Exception as e:
@@ -150,7 +157,7 @@ def measure(job: dict[str, Any]) -> None:
         costs: list[float] = []
         error = None
         try:
-            module = rt.load(item["path"], device="cpu")
+            module = rt.load(item["path"], device=device)
             outputs = module.run(in_layouts(module.metadata, feed))
             if hook is not None:
                 hook(index, outputs)
@@ -158,7 +165,7 @@ def measure(job: dict[str, Any]) -> None:
                 check_outputs(outputs, reference, float(job.get("rtol", 1e-3)),
                               float(job.get("atol", 1e-3)))
             costs = time_module(module, float(job.get("min_repeat_ms", 50.0)),
-                                int(job.get("repeats", 3)), int(job.get("flush_bytes", 0)))
+                                int(job.get("repeats", 3)), flush_bytes)
             module.close()
         except Exception as e:
             error = f"{type(e).__name__}: {e}"

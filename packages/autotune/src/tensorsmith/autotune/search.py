@@ -6,10 +6,12 @@ keeps the better half and refills it with mutations (one or two knobs changed: t
 sizes, loop order, annotations) and crossovers (each stage's knobs from either parent).
 After a few generations the best-scored unmeasured candidates are proposed, except a
 fraction ``eps`` drawn at random, so the model keeps seeing (and learning from) parts
-of the space it rates poorly. Before the model is trained, proposals are random (see
-``_random``: partly near the default rules).
+of the space it rates poorly. The first proposals are the rules (the default config and
+each sketch's alternatives, ``seeds``), then random ones (see ``_random``: partly near
+those rules).
 Candidates are told apart by their steps, not their configs: knobs that do not matter
-for a stage produce the same steps and are measured once.
+for a stage produce the same steps and are measured once. The space is the target's
+(:func:`.gpu_space.space_for`): CPU sketches for llvm, GPU tile sizes for vulkan/opencl.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from tensorsmith.ir.te.schedule import Step
 
 from .cost_model import CostModel
 from .features import NUM_FEATURES, extract_features
+from .gpu_space import GpuSearchSpace, space_for
 from .space import Config, SearchSpace, steps_key
 from .task import Task
 
@@ -42,7 +45,8 @@ class TaskSearch:
                  population: int = 256, generations: int = 4, eps: float = 0.1,
                  elite: int = 8) -> None:
         self.task = task
-        self.space = SearchSpace(task)
+        self.space: SearchSpace | GpuSearchSpace = space_for(task)
+        self.seeds = self.space.seeds()
         self.model = model
         self.rng = rng
         self.population = population
@@ -93,6 +97,9 @@ class TaskSearch:
     def propose(self, n: int) -> list[Candidate]:
         """Up to ``n`` unmeasured candidates (fewer only when the space seems exhausted)."""
         chosen: dict[str, Candidate] = {}
+        for config in self.seeds:  # the rules first: measured once, early
+            if len(chosen) < n:
+                self._take(config, chosen)
         if self.model.trained:
             n_model = n - round(n * self.eps)
             for config in self._evolve():
@@ -123,7 +130,7 @@ class TaskSearch:
     def _evolve(self) -> list[Config]:
         """Configs met during evolution, best predicted first."""
         pop: list[Config] = [c for _, c in self.good[:self.elite]]
-        pop.append(self.space.default())
+        pop += self.seeds
         while len(pop) < self.population:
             pop.append(self._random())
         seen: dict[Config, float] = {}
@@ -133,7 +140,7 @@ class TaskSearch:
             seen.update(zip(pop, scores.tolist()))
             order = np.argsort(-scores)
             parents = [pop[i] for i in order[:max(2, len(pop) // 2)]]
-            children = []
+            children: list[Config] = []
             while len(parents) + len(children) < self.population:
                 a = parents[self._pick(len(parents))]
                 if self.rng.random() < 0.2:
@@ -147,10 +154,11 @@ class TaskSearch:
         return [c for c, s in sorted(seen.items(), key=lambda x: -x[1]) if s > -np.inf]
 
     def _random(self) -> Config:
-        """A random config: uniform over the knobs, or near the default rules (each knob
-        kept at its default with probability 0.5 or 0.8), a third of the time each. Most
-        of the space is slow; samples near the rules make the first rounds useful."""
-        return self.space.sample(self.rng, keep_default=self.rng.choice((0.0, 0.5, 0.8)))
+        """A random config: uniform over the knobs, or near one of the rules (each knob
+        kept at that rule's value with probability 0.5 or 0.8), a third of the time
+        each. Most of the space is slow; samples near the rules make early rounds useful."""
+        return self.space.sample(self.rng, keep_default=self.rng.choice((0.0, 0.5, 0.8)),
+                                 base=self.rng.choice(self.seeds))
 
     def _pick(self, n: int) -> int:
         """A parent index biased to the front (the better predicted)."""

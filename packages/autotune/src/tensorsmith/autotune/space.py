@@ -8,7 +8,9 @@ recorded and applied by ``build``.
 
 from __future__ import annotations
 
+import math
 import random
+from collections.abc import Sequence
 from typing import Any
 
 from tensorsmith.ir.schedules.epilogue import stage_readers
@@ -20,21 +22,13 @@ from .task import Task
 Config = tuple[Any, ...]
 
 
-class SearchSpace:
-    """All schedules the sketches of ``task`` can express."""
+class KnobSpace:
+    """Configs over the knobs of per-stage sketches: sampling, mutation, crossover. A
+    subclass says what the sketches are (``sketches``, ``knobs``) and how a config
+    becomes a schedule (``schedule``)."""
 
-    def __init__(self, task: Task) -> None:
-        self.task = task
-        _, outputs = task.compute()
-        self.outputs = outputs
-        probe = Schedule(outputs)
-        out_ids = {t.uid for t in outputs}
-        readers = stage_readers(probe)
-        constants = frozenset(f"in{i}" for i in task.constant_inputs)  # group_compute's names
-        self.sketches: list[Sketch] = [sketch_for(st, out_ids, readers, constants)
-                                       for st in probe.stages]
-        self.knobs: list[tuple[int, Knob]] = [
-            (i, k) for i, sk in enumerate(self.sketches) for k in sk.knobs]
+    sketches: Sequence[Any]  # each with .knobs, .valid(values) and .seeds()
+    knobs: list[tuple[int, Knob]]
 
     # -- configs --------------------------------------------------------------------
     def _values(self, config: Config) -> list[dict[str, Any]]:
@@ -47,18 +41,37 @@ class SearchSpace:
         return all(sk.valid(v) for sk, v in zip(self.sketches, self._values(config)))
 
     def default(self) -> Config:
-        """The config closest to the default CPU rules."""
+        """The config of the default schedule."""
         return tuple(k.default for _, k in self.knobs)
 
-    def sample(self, rng: random.Random, keep_default: float = 0.0, tries: int = 100) -> Config:
-        """A random valid config (the default one if none turns up in ``tries``); each knob
-        keeps its default value with probability ``keep_default``."""
+    def seeds(self) -> list[Config]:
+        """The default config, then each alternative rule a sketch knows (e.g. a
+        convolution's vector loop over output channels), the rest left at the default:
+        where the search starts, and what random samples stay near."""
+        out = [self.default()]
+        for i, sk in enumerate(self.sketches):
+            for values in sk.seeds():
+                knobs = {k.name: k for k in sk.knobs}
+                if any(v not in knobs[name].choices for name, v in values.items()):
+                    continue
+                config = tuple(values.get(k.name, c) if j == i else c
+                               for (j, k), c in zip(self.knobs, out[0]))
+                if config not in out and self.valid(config):
+                    out.append(config)
+        return out
+
+    def sample(self, rng: random.Random, keep_default: float = 0.0, tries: int = 100,
+               base: Config | None = None) -> Config:
+        """A random valid config (``base`` if none turns up in ``tries``); each knob keeps
+        its value in ``base`` (default: the default config) with probability
+        ``keep_default``."""
+        base = base or self.default()
         for _ in range(tries):
-            config = tuple(k.default if rng.random() < keep_default else rng.choice(k.choices)
-                           for _, k in self.knobs)
+            config = tuple(b if rng.random() < keep_default else rng.choice(k.choices)
+                           for (_, k), b in zip(self.knobs, base))
             if self.valid(config):
                 return config
-        return self.default()
+        return base
 
     def mutate(self, config: Config, rng: random.Random, tries: int = 50) -> Config:
         """``config`` with one or two knobs changed (tile sizes, order, annotations)."""
@@ -82,19 +95,35 @@ class SearchSpace:
 
     # -- schedules ------------------------------------------------------------------
     def schedule(self, config: Config) -> Schedule:
-        s = Schedule(self.outputs)
-        for sk, values in zip(self.sketches, self._values(config)):
-            sk.apply(s, values)
-        return s
+        raise NotImplementedError
 
     def steps(self, config: Config) -> list[Step]:
         return list(self.schedule(config).steps)
 
     def size(self) -> int:
-        n = 1
-        for _, k in self.knobs:
-            n *= len(k.choices)
-        return n
+        return math.prod(len(k.choices) for _, k in self.knobs)
+
+
+class SearchSpace(KnobSpace):
+    """All schedules the CPU sketches of ``task`` can express."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        _, outputs = task.compute()
+        self.outputs = outputs
+        probe = Schedule(outputs)
+        out_ids = {t.uid for t in outputs}
+        readers = stage_readers(probe)
+        constants = frozenset(f"in{i}" for i in task.constant_inputs)  # group_compute's names
+        self.sketches: list[Sketch] = [sketch_for(st, out_ids, readers, constants)
+                                       for st in probe.stages]
+        self.knobs = [(i, k) for i, sk in enumerate(self.sketches) for k in sk.knobs]
+
+    def schedule(self, config: Config) -> Schedule:
+        s = Schedule(self.outputs)
+        for sk, values in zip(self.sketches, self._values(config)):
+            sk.apply(s, values)
+        return s
 
 
 def steps_key(steps: list[Step] | list[list[Any]]) -> str:

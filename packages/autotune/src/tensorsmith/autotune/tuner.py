@@ -10,6 +10,10 @@ including what the records held when the run began. At the end, each task's top 
 candidates and its default schedule are re-measured side by side and the lowest median
 wins (:mod:`.confirm`): that choice is appended as a ``"selected"`` record, which
 ``build(records=...)`` prefers over the single fastest timing.
+
+Tasks for llvm search the CPU sketches (:mod:`.space`); tasks for vulkan and opencl the
+sizes of the default GPU schedule (:mod:`.gpu_space`), measured on the runtime device of
+their target (:func:`.measure.device_for`).
 """
 
 from __future__ import annotations
@@ -22,13 +26,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tensorsmith.ir.codegen import get_codegen
 from tensorsmith.ir.target import Target
 from tensorsmith.ir.te.schedule import Step
 
 from .artifact import lower_candidate
 from .confirm import Remeasured, pick_by_median, remeasure
 from .cost_model import CostModel
-from .measure import Builder, BuildResult, LocalBuilder, LocalRunner, MeasureInput, Runner
+from .measure import (
+    Builder,
+    BuildResult,
+    LocalBuilder,
+    LocalRunner,
+    MeasureInput,
+    Runner,
+)
 from .records import RecordLog, make_record
 from .scheduler import TaskProgress, TaskScheduler
 from .search import Candidate, TaskSearch
@@ -103,6 +115,11 @@ def e2e(weights: list[int] | list[float], seconds: list[float]) -> float:
     return float(sum(known)) if known else math.inf
 
 
+#: Targets with a search space (CPU sketches for llvm, GPU tile sizes for the others) and
+#: a runtime device the local runner measures on.
+TUNABLE = ("llvm", "vulkan", "opencl")
+
+
 class Tuner:
     def __init__(self, tasks: list[Task], records: str | Path, trials: int, *,
                  builder: Builder | None = None, runner: Runner | None = None,
@@ -114,10 +131,11 @@ class Tuner:
                  ) -> None:
         if not tasks:
             raise ValueError("nothing to tune: no tasks")
-        kinds = {Target.parse(t.target).kind for t in tasks}
-        if kinds != {"llvm"}:
-            raise ValueError(f"the search space and the local runner are for CPU (llvm) "
-                             f"kernels; got tasks for {sorted(kinds)}")
+        for tgt in {Target.parse(t.target).kind: Target.parse(t.target) for t in tasks}.values():
+            if tgt.kind not in TUNABLE:
+                raise ValueError(f"cannot tune kernels for target {tgt.kind!r}; tunable "
+                                 f"targets: {', '.join(TUNABLE)}")
+            get_codegen(tgt)  # a target whose codegen is not installed fails here, plainly
         self.tasks = tasks
         self.budget = trials
         self.per_round = max(1, per_round)

@@ -16,6 +16,14 @@ examples:
   tensorsmith compile examples/mlp.onnx --input-shape input:1,784 --records mlp.jsonl -o mlp.so
   tensorsmith tune resnet50.onnx --input-shape data:1,3,224,224 --trials 2000 \\
       --records resnet50.jsonl --dask tcp://scheduler:8786
+  tensorsmith tune examples/mlp.onnx --input-shape input:1,784 -t vulkan --trials 100 \\
+      --records mlp.vk.jsonl
+
+For llvm the search covers the CPU schedule sketches (tiles, loop orders, vectorizing,
+threads). For vulkan and opencl it covers the sizes of the default GPU schedule: the
+workgroup and register tiles and the reduction step of matrix products and
+convolutions, and the invocations per workgroup of the other kernels; candidates and
+the default schedule run on the first Vulkan or OpenCL device, timed by the device.
 
 --trials counts every record of the model's kernels in the records file, so running the
 same command again after an interruption (Ctrl-C, a kill, a crash) finishes the job: what
@@ -39,7 +47,9 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("model", help="the ONNX model file (.onnx)")
-    p.add_argument("-t", "--target", default="llvm", help=TARGET_HELP)
+    p.add_argument("-t", "--target", default="llvm",
+                   help=TARGET_HELP + "; kernels for vulkan and opencl are measured on the "
+                   "first device of that API (--dask: on workers with that resource)")
     p.add_argument("--trials", type=positive_int, default=200, metavar="N",
                    help="measurements in total over all kernels, records already in the "
                    "file included (default: 200)")
@@ -59,10 +69,11 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="time limit of one candidate's measurement (default: 20)")
     p.add_argument("--min-repeat-ms", type=float, default=50.0, metavar="MS",
                    help="minimum time spent timing each candidate (default: 50)")
-    p.add_argument("--cache-flush-mb", type=float, default=64.0, metavar="MB",
+    p.add_argument("--cache-flush-mb", type=float, default=None, metavar="MB",
                    help="write this many MB before each timed run, so kernels are timed "
                    "with cold caches as they run inside the model (default: 64, over the "
-                   "last-level cache of most CPUs; 0: time warm, repeated runs)")
+                   "last-level cache of most CPUs; 0: time warm, repeated runs; llvm only: "
+                   "GPU kernels are timed on the device, without it)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the search")
     p.add_argument("--confirm-top", type=int, default=3, metavar="K",
                    help="at the end, re-measure each kernel's K fastest candidates with its "
@@ -85,6 +96,11 @@ def _shapes(pairs: list[tuple[str, tuple[int, ...]]]) -> dict[str, tuple[int, ..
     return shapes
 
 
+def _flush(args: argparse.Namespace) -> dict[str, float]:
+    """The runner's cache flush option, where the command line sets one."""
+    return {} if args.cache_flush_mb is None else {"flush_mb": args.cache_flush_mb}
+
+
 def _measurers(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """(builder, runner, client or None): local processes, or a Dask cluster."""
     from tensorsmith.autotune.measure import LocalBuilder, LocalRunner
@@ -92,7 +108,7 @@ def _measurers(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     if not args.dask:
         return (LocalBuilder(args.builders),
                 LocalRunner(timeout=args.timeout, min_repeat_ms=args.min_repeat_ms,
-                            flush_mb=args.cache_flush_mb), None)
+                            **_flush(args)), None)
     try:
         from distributed import Client
 
@@ -105,7 +121,7 @@ def _measurers(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     except OSError as e:
         raise CliError(f"cannot reach the Dask scheduler at {args.dask}: {e}") from None
     runner = DaskRunner(client, args.target.split()[0], timeout=args.timeout,
-                        min_repeat_ms=args.min_repeat_ms, flush_mb=args.cache_flush_mb)
+                        min_repeat_ms=args.min_repeat_ms, **_flush(args))
     return DaskBuilder(client), runner, client
 
 
@@ -115,19 +131,20 @@ def run(args: argparse.Namespace) -> int:
     shapes = _shapes(args.input_shape)
     if args.timeout <= 0 or args.min_repeat_ms <= 0:
         raise CliError("--timeout and --min-repeat-ms must be positive")
-    if args.cache_flush_mb < 0:
+    if args.cache_flush_mb is not None and args.cache_flush_mb < 0:
         raise CliError("--cache-flush-mb must be 0 or more")
 
     from tensorsmith.autotune.plot import plot_curves
     from tensorsmith.autotune.progress import ProgressBar
     from tensorsmith.autotune.task import extract_tasks
-    from tensorsmith.autotune.tuner import Tuner
+    from tensorsmith.autotune.tuner import TUNABLE, Tuner
     from tensorsmith.frontend.onnx import from_onnx
     from tensorsmith.ir.target import Target
 
     target = Target.parse(args.target)
-    if target.kind != "llvm":
-        raise CliError(f"tuning supports the llvm target only so far, not {target.kind!r}")
+    if target.kind not in TUNABLE:
+        raise CliError(f"cannot tune for target {target.kind!r}; use one of "
+                       f"{', '.join(TUNABLE)}")
     mod, params = from_onnx(str(model), shapes or None)
     tasks = extract_tasks(mod, params, target, opt_level=args.opt_level)
     if not tasks:

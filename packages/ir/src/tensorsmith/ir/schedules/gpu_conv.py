@@ -88,8 +88,7 @@ def choose_tiles(st: Stage) -> ConvTiles | None:
     op = st.tensor.op
     assert op is not None
     _, o, oh, ow = (a.extent for a in op.axes)
-    c, kh, kw = (a.extent for a in op.reduce_axes)
-    sy, dy, sx, dx = _geometry(st, window[0])
+    c = op.reduce_axes[0].extent
     rj = 4 if ow >= 64 else 2 if ow >= 16 else 1
     steps = sorted({k for k in (min(c, 8), 8, 4, 2, 1) if k <= c},
                    key=lambda k: (c % k != 0, -k))
@@ -97,12 +96,25 @@ def choose_tiles(st: Stage) -> ConvTiles | None:
         to = min(16, _pow2_at_least(-(-o // ri)))
         tx = min(_pow2_at_least(-(-ow // rj)), INVOCATIONS // to)
         ty = min(_pow2_at_least(oh), max(1, INVOCATIONS // (to * tx)))
-        rows = (ty - 1) * sy + (kh - 1) * dy + 1
-        cols = (tx * rj - 1) * sx + (kw - 1) * dx + 1
         for kt in steps:
-            if to * ri * kt * kh * kw + kt * rows * cols <= SHARED_FLOATS:
-                return ConvTiles(to, ty, tx, ri, rj, kt)
+            tiles = ConvTiles(to, ty, tx, ri, rj, kt)
+            if shared_floats(st, tiles) <= SHARED_FLOATS:
+                return tiles
     return None
+
+
+def shared_floats(st: Stage, t: ConvTiles) -> int:
+    """Elements of the shared-memory tiles ``t`` stages for ``st``: the weights of its
+    channels and the input window its pixels read, one channel step of each."""
+    window = _window(st)
+    assert window is not None
+    op = st.tensor.op
+    assert op is not None
+    kh, kw = op.reduce_axes[1].extent, op.reduce_axes[2].extent
+    sy, dy, sx, dx = _geometry(st, window[0])
+    rows = (t.ty - 1) * sy + (kh - 1) * dy + 1
+    cols = (t.tx * t.rj - 1) * sx + (kw - 1) * dx + 1
+    return t.to * t.ri * t.kt * kh * kw + t.kt * rows * cols
 
 
 def schedule_conv(s: Schedule, st: Stage, tiles: ConvTiles | None = None) -> str | None:

@@ -103,6 +103,17 @@ def _fit_axis(extent: int, threads: int, per: int) -> tuple[int, int]:
     return threads, per
 
 
+def gemm_extents(st: Stage) -> tuple[int, int, int, int]:
+    """(batch, m, n, k) of a matmul stage: its batch axes' product, rows, columns and
+    reduction length."""
+    op = st.tensor.op
+    assert op is not None
+    nbatch = 1
+    for a in op.axes[:-2]:
+        nbatch *= a.extent
+    return nbatch, op.axes[-2].extent, op.axes[-1].extent, op.reduce_axes[0].extent
+
+
 def schedule_gemm(s: Schedule, st: Stage, tiles: GemmTiles | None = None) -> str:
     """Tile ``st`` (see the module docstring); returns the loop the register tile is
     cached at, where an elementwise epilogue can be fused."""
@@ -110,12 +121,7 @@ def schedule_gemm(s: Schedule, st: Stage, tiles: GemmTiles | None = None) -> str
     assert op is not None
     *batch, i, j = (a.var.name for a in op.axes)
     (k,) = (a.var.name for a in op.reduce_axes)
-    m, n = op.axes[-2].extent, op.axes[-1].extent
-    kk = op.reduce_axes[0].extent
-    nbatch = 1
-    for a in op.axes[:-2]:
-        nbatch *= a.extent
-    t = tiles or choose_tiles(nbatch, m, n, kk)
+    t = tiles or choose_tiles(*gemm_extents(st))
     name = st.name
     ib, i_rest = s.split(name, i, t.rows)
     ii, ti = s.split(name, i_rest, t.ty)
@@ -125,8 +131,8 @@ def schedule_gemm(s: Schedule, st: Stage, tiles: GemmTiles | None = None) -> str
     outer: list[str] = []
     if batch:
         fused = batch[0]
-        for b in batch[1:]:
-            fused = s.fuse(name, fused, b)
+        for axis in batch[1:]:
+            fused = s.fuse(name, fused, axis)
         outer = [fused]
     s.reorder(name, *outer, ib, jb, ti, tj, ko, ki, ii, jj)
     if outer:
