@@ -51,10 +51,8 @@ class KnobSpace:
         out = [self.default()]
         for i, sk in enumerate(self.sketches):
             for values in sk.seeds():
-                knobs = {k.name: k for k in sk.knobs}
-                if any(v not in knobs[name].choices for name, v in values.items()):
-                    continue
-                config = tuple(values.get(k.name, c) if j == i else c
+                config = tuple(_nearest(k.choices, values[k.name])
+                               if j == i and k.name in values else c
                                for (j, k), c in zip(self.knobs, out[0]))
                 if config not in out and self.valid(config):
                     out.append(config)
@@ -102,6 +100,14 @@ class KnobSpace:
 
     def size(self) -> int:
         return math.prod(len(k.choices) for _, k in self.knobs)
+
+
+def _nearest(choices: tuple[Any, ...], value: Any) -> Any:
+    """``value`` if it is a choice, else the closest numeric choice (tile sizes the
+    seeds name may exceed a small axis)."""
+    if value in choices or isinstance(value, bool) or not isinstance(value, int):
+        return value
+    return min(choices, key=lambda c: (abs(c - value), -c))
 
 
 class SearchSpace(KnobSpace):

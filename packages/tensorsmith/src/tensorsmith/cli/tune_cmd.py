@@ -168,12 +168,33 @@ def run(args: argparse.Namespace) -> int:
         if client is not None:
             client.close()
     _summary(result)
+    if args.confirm_top > 0 and not args.dask:
+        _choose_in_model(mod, params, target, tasks, records, args)
     if not args.no_plot:
         png = records.with_suffix(".png")
         backend = plot_curves(result, png)
         print(f"tuning curves: {png} ({backend})")
     print(f"apply them: tensorsmith compile {args.model} --records {records}")
     return 0
+
+
+def _choose_in_model(mod: Any, params: Any, target: Any, tasks: list[Any], records: Any,
+                     args: argparse.Namespace) -> None:
+    """The final word: each kernel's front-runners timed inside the whole model."""
+    from tensorsmith.autotune.in_model import choose_in_model
+
+    choices = choose_in_model(mod, params, str(target), tasks, records, top=args.confirm_top,
+                              opt_level=args.opt_level,
+                              progress=lambda m: print(f"in the model: {m}", flush=True))
+    default = sum(c.ms[0] for c in choices if c.ms)
+    chosen = sum(c.ms[c.chosen] for c in choices if c.ms)
+    for c in choices:
+        if c.ms and c.chosen:
+            print(f"  {c.task.label}: {c.ms[0]:.3f} ms -> {c.ms[c.chosen]:.3f} ms "
+                  f"(candidate ranked {c.chosen}, {c.task.weight} uses)")
+    if chosen > 0:
+        print(f"in the model, the kernels' time per run: default schedules {default:.3f} ms, "
+              f"chosen {chosen:.3f} ms ({default / chosen:.2f}x); build applies the choices")
 
 
 def _confirmed(task: Any, items: list[Any], index: int) -> None:
