@@ -5,7 +5,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
+import random
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -67,6 +70,22 @@ def interpret(task: Task, sched: Schedule, arrays: list[np.ndarray]) -> list[np.
                                          for p in func.params[len(arrays):]]
     run_func(func, bufs)
     return bufs[len(arrays):len(arrays) + len(outputs)]
+
+
+def distinct_candidates(space: Any, rng: random.Random, samples: int
+                        ) -> Iterator[tuple[Any, list[Any]]]:
+    """(config, steps) of the default, ``samples`` random configs, a mutation of each and
+    one crossover, skipping configs whose steps were seen already; every one is valid."""
+    configs = [space.default()] + [space.sample(rng) for _ in range(samples)]
+    configs += [space.mutate(c, rng) for c in configs]
+    configs += [space.crossover(configs[1], configs[2], rng)]
+    seen: set[str] = set()
+    for config in configs:
+        assert space.valid(config)
+        steps = space.steps(config)
+        if steps_key(steps) not in seen:
+            seen.add(steps_key(steps))
+            yield config, steps
 
 
 def random_inputs(task: Task, seed: int = 0) -> list[np.ndarray]:

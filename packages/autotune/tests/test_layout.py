@@ -34,12 +34,12 @@ def _channels_config(space: SearchSpace, **values: object):  # noqa: ANN202
     return tuple(config)
 
 
-def _strided_conv(weight_is_input: bool = False):  # noqa: ANN202
+def _strided_conv(weight_is_input: bool = False, channels: int = 32):  # noqa: ANN202
     rng = np.random.default_rng(3)
     b = GraphBuilder("strided")
     x = b.input("x", (1, 6, 11, 11), "float32")
-    w = (b.input("w", (20, 6, 3, 3), "float32") if weight_is_input
-         else b.constant("w", rng.standard_normal((20, 6, 3, 3)).astype("float32")))
+    w = (b.input("w", (channels, 6, 3, 3), "float32") if weight_is_input
+         else b.constant("w", rng.standard_normal((channels, 6, 3, 3)).astype("float32")))
     h = b.add1("conv2d", [x, w], {"pads": [1, 1, 1, 1], "strides": [2, 2]}, name="conv")
     return b.finish([b.add1("relu", [h], name="relu")])
 
@@ -54,14 +54,20 @@ def test_channel_vectors_are_offered_for_constant_weights_only() -> None:
     assert "vec_axis" not in [k.name for _, k in SearchSpace(free).knobs]
 
 
-@pytest.mark.parametrize("rows,vec,order", [(4, 8, "natural"), (6, 16, "rows_first"),
-                                            (2, 8, "cols_first")])
-def test_channel_vectors_compute_the_default_result(rows: int, vec: int, order: str) -> None:
-    task = _conv_task(_strided_conv())
+@pytest.mark.parametrize("rows,vec,order,channels", [
+    (4, 8, "natural", 32), (6, 16, "rows_first", 32), (2, 8, "cols_first", 32),
+    (4, 16, "rows_first", 20)])
+def test_channel_vectors_compute_the_default_result(rows: int, vec: int, order: str,
+                                                    channels: int) -> None:
+    task = _conv_task(_strided_conv(channels=channels))
     space = SearchSpace(task)
     config = _channels_config(space, crows=rows, cvec=vec, outer_order=order)
     steps = space.steps(config)
-    assert [s.args for s in steps if s.kind == "layout"] == [("in1", [1, 2, 3, 0])]
+    layout = [s.args for s in steps if s.kind == "layout"]
+    if channels % vec == 0:  # blocks of output channels, each block one run
+        assert layout == [("in1", [0, 2, 3, 4, 1], [0, vec])]
+    else:  # the whole output-channel axis last
+        assert layout == [("in1", [1, 2, 3, 0])]
     arrays = random_inputs(task, seed=1)
     (want,) = interpret(task, schedule_cpu(task.compute()[1]), arrays)
     (got,) = interpret(task, space.schedule(config), arrays)
@@ -117,7 +123,7 @@ def test_build_stores_the_transposed_weight_once(tmp_path) -> None:
         log.append(make_record(task.key, "llvm", steps, [1e-4], None))
     tuned, plain = build(graph, "llvm", records=path), build(graph, "llvm")
     (func,) = [f for f in tuned.funcs if f.attrs["workload"] == task.key]
-    assert func.attrs["layouts"] == {1: [1, 2, 3, 0]}
+    assert func.attrs["layouts"] == {1: {"order": [0, 2, 3, 4, 1], "block": [0, 16]}}
     assert tuned.plan["params_bytes"] == plain.plan["params_bytes"]
     tuned.export_library(tmp_path / "m.so")
     x = np.random.default_rng(0).standard_normal((1, 6, 11, 11)).astype("float32")
@@ -144,7 +150,7 @@ def test_layout_records_fall_back_where_the_weight_is_an_input(tmp_path) -> None
     lib.export_library(tmp_path / "m.so")
     rng = np.random.default_rng(1)
     feed = {"x": rng.standard_normal((1, 6, 11, 11)).astype("float32"),
-            "w": rng.standard_normal((20, 6, 3, 3)).astype("float32")}
+            "w": rng.standard_normal((32, 6, 3, 3)).astype("float32")}
     (got,) = rt.load(tmp_path / "m.so").run(feed)
     (want,) = run_graph(graph, feed)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -7,7 +7,15 @@ import random
 
 import numpy as np
 import pytest
-from autotune_testing import convnet, interpret, matmul, mlp, needs_llvm, random_inputs
+from autotune_testing import (
+    convnet,
+    distinct_candidates,
+    interpret,
+    matmul,
+    mlp,
+    needs_llvm,
+    random_inputs,
+)
 
 from tensorsmith.autotune.space import SearchSpace, steps_key
 from tensorsmith.autotune.task import extract_tasks
@@ -41,21 +49,13 @@ def test_sampled_and_mutated_candidates_match_default(index: int) -> None:
     space = SearchSpace(task)
     arrays = random_inputs(task, seed=index)
     want = interpret(task, schedule_cpu(task.compute()[1]), arrays)
-    rng = random.Random(index)
-    configs = [space.default()] + [space.sample(rng) for _ in range(10)]
-    configs += [space.mutate(c, rng) for c in configs]
-    configs += [space.crossover(configs[1], configs[2], rng)]
-    seen = set()
-    for config in configs:
-        assert space.valid(config)
-        steps = space.steps(config)
-        if steps_key(steps) in seen:
-            continue
-        seen.add(steps_key(steps))
+    seen = 0
+    for config, steps in distinct_candidates(space, random.Random(index), 10):
+        seen += 1
         got = interpret(task, space.schedule(config), arrays)
         for g, w in zip(got, want, strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=str(steps))
-    assert len(seen) > 3 or space.size() < 100
+    assert seen > 3 or space.size() < 100
 
 
 def test_matmul_candidates_match_numpy() -> None:

@@ -106,3 +106,37 @@ def test_constant_folding_in_builders() -> None:
     assert (i * 1 + 0) is i
     assert (const(3) * const(4)).value == 12  # type: ignore[attr-defined]
     assert repr((i // 4) * 4 + i % 4) == "i"
+
+
+@pytest.mark.parametrize("layout", [((1, 0), None), ((1, 0, 2), (1, 3)), ((0, 2, 1), (1, 2))])
+def test_layout_step_reads_the_stored_tensor(layout) -> None:  # noqa: ANN001
+    """B stored transposed, or in blocks of its columns: the kernel takes the stored
+    array (as PrimFunc.stored_inputs makes it) and computes the same product."""
+    a, b, _, d = matmul_relu(5, 6, 7)
+    s = te.create_schedule(d)
+    order, block = layout
+    s.layout("C", "B", order, block)
+    if block is not None:  # the loop split by the block: its // and % fold away
+        s.split("C", "C_i1", block[1])
+    func = te.lower(s, [a, b], [d])
+    want_shape = tuple(np.transpose(np.zeros((7, 6) if block is None else
+                                             (7, 6 // block[1], block[1])), order).shape)
+    assert func.params[1].shape == want_shape
+    assert func.attrs["layouts"] == {1: {"order": list(order),
+                                         "block": list(block) if block else None}}
+    x, y = rng.standard_normal((5, 7)).astype("float32"), rng.standard_normal((7, 6)).astype(
+        "float32")
+    bufs = [*func.stored_inputs([x, y])] + [np.zeros(p.shape, p.dtype) for p in func.params[2:]]
+    run_func(func, bufs)
+    np.testing.assert_allclose(bufs[2], reference(x, y), rtol=1e-5, atol=1e-5)
+
+
+def test_layout_step_rejects_what_it_cannot_store() -> None:
+    *_, d = matmul_relu(5, 6, 7)
+    s = te.create_schedule(d)
+    with pytest.raises(ValueError, match="not an axis order"):
+        s.layout("C", "B", (0, 1, 2))
+    with pytest.raises(ValueError, match="blocks of 4"):
+        s.layout("C", "B", (1, 0, 2), (1, 4))
+    with pytest.raises(ValueError, match="reads no input tensor named 'C'"):
+        s.layout("D", "C", (1, 0))

@@ -55,7 +55,7 @@ def kernel_plan(func: PrimFunc, step_name: str, target: Target) -> dict[str, Any
         p = func.params[i]
         info = {"name": name, "shape": list(p.shape), "dtype": p.dtype, "buffer": i}
         if i in layouts:  # the runner transposes what it feeds here (see runner_main)
-            info["layout"] = list(layouts[i])
+            info["layout"] = layouts[i]
         return info
 
     n_in, n_out = func.num_inputs, func.num_outputs

@@ -76,12 +76,14 @@ def load_hook(spec: str | None) -> Callable[..., Any] | None:
 
 
 def in_layouts(plan: dict[str, Any], feed: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
-    """``feed`` with each input the candidate stores in another axis order (a ``layout``
-    step on a weight) transposed that way, so it computes what the reference does."""
+    """``feed`` with each input the candidate stores in another layout (a ``layout`` step
+    on a weight) transposed that way, so it computes what the reference does."""
+    from tensorsmith.runtime.layouts import to_stored
+
     out = dict(feed)
     for i, info in enumerate(plan["inputs"]):
         if info.get("layout"):
-            out[i] = np.ascontiguousarray(np.transpose(feed[i], info["layout"]))
+            out[i] = to_stored(feed[i], **info["layout"])
     return out
 
 

@@ -336,11 +336,16 @@ class TiledSketch(Sketch):
         vec_axis, row_axis, vec, rows = spatial[-1], self.row, v["vec"], v["rows"]
         if v.get("vec_axis") == "channels":
             # Vector lanes over output channels, rows over output columns: any stride or
-            # image width fills whole registers. The weights are stored with the output
-            # channel last, so each (c, ry, rx) reads its lanes contiguously.
+            # image width fills whole registers. The weights are stored with a block of
+            # output channels last, so each (c, ry, rx) reads its lanes contiguously and
+            # a block's weights are one sequential run (blocks of the vector width when
+            # it divides the channels, else the whole output-channel axis last).
             assert self.weight is not None
-            s.layout(st, self.weight, (1, 2, 3, 0))
             vec_axis, row_axis, vec, rows = spatial[1], spatial[-1], v["cvec"], v["crows"]
+            if self.extent[vec_axis] % vec == 0:
+                s.layout(st, self.weight, (0, 2, 3, 4, 1), (0, vec))
+            else:
+                s.layout(st, self.weight, (1, 2, 3, 0))
         elif v.get("flatten"):  # a 1x1 convolution: one vector axis over the whole image
             spatial[-2:] = [s.fuse(st, spatial[-2], spatial[-1])]
             vec_axis = spatial[-1]

@@ -8,12 +8,15 @@ target; the codegen decides how kernels and plan are packed into the artifact.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+
+from tensorsmith.runtime.layouts import to_stored
 
 from .codegen import get_codegen
 from .errors import ModelError
@@ -149,25 +152,29 @@ def _is_alias_group(g: Any, aliases: dict[int, Value]) -> bool:
 
 
 def _weight_layouts(graph: Graph, groups: list[Any], funcs: list[PrimFunc]
-                    ) -> list[tuple[Value, tuple[int, ...] | None]]:
-    """Each constant with the axis orders it is stored in (None: as it is)."""
-    wanted: dict[int, list[tuple[int, ...]]] = {}
+                    ) -> list[tuple[Value, str | None]]:
+    """Each constant with the layouts it is stored in (``_layout_key``; None: as it is)."""
+    wanted: dict[int, list[str]] = {}
     plain: set[int] = {v.uid for v in graph.outputs}
     for g, f in zip(groups, funcs):
         layouts = f.attrs.get("layouts", {})
         for i, v in enumerate(g.inputs):
             if i in layouts:
-                order = tuple(layouts[i])
-                if order not in wanted.setdefault(v.uid, []):
-                    wanted[v.uid].append(order)
+                key = _layout_key(layouts[i])
+                if key not in wanted.setdefault(v.uid, []):
+                    wanted[v.uid].append(key)
             else:
                 plain.add(v.uid)
-    out: list[tuple[Value, tuple[int, ...] | None]] = []
+    out: list[tuple[Value, str | None]] = []
     for c in graph.constants():
         if c.uid in plain or c.uid not in wanted:
             out.append((c, None))
-        out += [(c, order) for order in wanted.get(c.uid, [])]
+        out += [(c, key) for key in wanted.get(c.uid, [])]
     return out
+
+
+def _layout_key(layout: dict[str, Any]) -> str:
+    return json.dumps(layout, sort_keys=True)
 
 
 def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Target,
@@ -183,11 +190,11 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
     # weight is stored only that way when nothing else reads it as it is).
     chunks: list[bytes] = []
     offset = 0
-    for c, order in _weight_layouts(graph, groups, funcs):
+    for c, key in _weight_layouts(graph, groups, funcs):
         assert c.data is not None
-        data = c.data if order is None else np.transpose(c.data, order)
+        data = c.data if key is None else to_stored(c.data, **json.loads(key))
         raw = np.ascontiguousarray(data).tobytes()
-        buffer_of[c.uid if order is None else (c.uid, order)] = len(buffers)
+        buffer_of[c.uid if key is None else (c.uid, key)] = len(buffers)
         buffers.append({"kind": "param", "offset": offset, "nbytes": len(raw), "name": c.name})
         pad = _align(len(raw)) - len(raw)
         chunks.append(raw + b"\0" * pad)
@@ -219,7 +226,7 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
     steps = []
     for step, (g, f) in enumerate(zip(groups, funcs)):
         layouts = f.attrs.get("layouts", {})
-        args = [buffer_of[(v.uid, tuple(layouts[i])) if i in layouts else canon(v)]
+        args = [buffer_of[(v.uid, _layout_key(layouts[i])) if i in layouts else canon(v)]
                 for i, v in enumerate(g.inputs)] + [buffer_of[canon(v)] for v in g.outputs]
         args += [buffer_of[("scratch", step, k)] for k in range(len(f.scratch))]
         steps.append({"kernel": f.name, "name": g.name, "args": args,

@@ -13,11 +13,15 @@ and its reads of those tensors read the copies.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+
+from tensorsmith.runtime.layouts import stored_shape
 
 from . import allreduce, tiles
 from .expr import Const, Expr, Load, Reduce, Var, as_expr, binary, const, maximum, minimum, same
-from .schedule import Fuse, Leaf, Schedule, Split, Stage
+from .schedule import Fuse, Layout, Leaf, Schedule, Split, Stage
 from .simplify import simplify
 from .stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Seq, Stmt, Store
 from .tensor import Tensor
@@ -84,9 +88,9 @@ class _Lowerer:
                 body = substitute(op.body, {id(a.var): i for a, i in zip(op.axes, indices)})
                 return self.expr(body)
             buf = self.buffers[t.uid]
-            order = self.sched.layouts.get(t.name) if t.op is None else None
-            if order is not None:
-                indices = tuple(indices[a] for a in order)
+            layout = self.sched.layouts.get(t.name) if t.op is None else None
+            if layout is not None:
+                indices = stored_indices(indices, layout)
             return Load(buf, (simplify(flat_index(buf.shape, indices), self.bounds),), t.dtype)
 
         return rewrite(e, visit)
@@ -260,18 +264,30 @@ def _nest(leaves: list[Leaf], body: Stmt, vector_ok: bool = True,
     return body
 
 
+def stored_indices(indices: tuple[Expr, ...], layout: Layout) -> tuple[Expr, ...]:
+    """A read's indices into a tensor stored in ``layout``: the blocked axis becomes
+    ``(i // b, i % b)`` (which simplify folds to the loop variables when the schedule
+    splits that axis by ``b``), then the axes are reordered."""
+    if layout.block is not None:
+        axis, factor = layout.block
+        i = indices[axis]
+        indices = (*indices[:axis], binary("floordiv", i, const(factor)),
+                   binary("floormod", i, const(factor)), *indices[axis + 1:])
+    return tuple(indices[a] for a in layout.order)
+
+
 def lower(sched: Schedule, inputs: list[Tensor], outputs: list[Tensor],
           name: str = "kernel") -> PrimFunc:
     """Lower ``sched`` into a function taking ``inputs``, then ``outputs``, then scratch."""
     buffers: dict[int, Buffer] = {}
     params: list[Buffer] = []
-    layouts: dict[int, list[int]] = {}
+    layouts: dict[int, dict[str, Any]] = {}
     for t in [*inputs, *outputs]:
         shape = t.shape
-        order = sched.layouts.get(t.name) if t.op is None else None
-        if order is not None:
-            shape = tuple(t.shape[a] for a in order)
-            layouts[len(params)] = list(order)
+        layout = sched.layouts.get(t.name) if t.op is None else None
+        if layout is not None:
+            shape = stored_shape(t.shape, layout.order, layout.block)
+            layouts[len(params)] = layout.to_json()
         buf = Buffer(t.name, shape, t.dtype)
         buffers[t.uid] = buf
         params.append(buf)

@@ -48,6 +48,18 @@ class Fuse:
 
 
 @dataclass(frozen=True)
+class Layout:
+    """How an input is stored: axis ``block[0]`` in blocks of ``block[1]``, then the
+    axes in ``order`` (tensorsmith.runtime.layouts)."""
+
+    order: tuple[int, ...]
+    block: tuple[int, int] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"order": list(self.order), "block": list(self.block) if self.block else None}
+
+
+@dataclass(frozen=True)
 class CacheRead:
     """``tensor`` (read by the stage) staged into a ``scope`` buffer at the top of loop
     ``at``'s body, covering what the loops below ``at`` read of it (see te/tiles.py)."""
@@ -107,8 +119,8 @@ class Schedule:
         self.outputs = outputs
         self.stages: list[Stage] = []
         self.steps: list[Step] = []
-        # input tensor name -> axis order it is stored in (see ``layout``)
-        self.layouts: dict[str, tuple[int, ...]] = {}
+        # input tensor name -> the layout it is stored in (see ``layout``)
+        self.layouts: dict[str, Layout] = {}
         seen: set[int] = set()
         for t in outputs:
             self._visit(t, seen)
@@ -178,14 +190,19 @@ class Schedule:
         extra = (True,) if prefetch else ()
         self.apply(Step("cache_read", _name(stage), (_name(tensor), scope, at, *extra)))
 
-    def layout(self, stage: Tensor | str, tensor: Tensor | str, order: tuple[int, ...]) -> None:
-        """Store input ``tensor`` (a placeholder ``stage`` reads) with its axes in ``order``:
-        the kernel takes ``transpose(tensor, order)`` and every read is re-indexed. Meant for
-        weights, which ``build`` transposes once at compile time: a convolution whose
-        vector loop runs over output channels reads its weights contiguously only when the
-        output channel is their last axis. A kernel's ``attrs["layouts"]`` names the
+    def layout(self, stage: Tensor | str, tensor: Tensor | str, order: tuple[int, ...],
+               block: tuple[int, int] | None = None) -> None:
+        """Store input ``tensor`` (a placeholder ``stage`` reads) in another layout: axis
+        ``block[0]`` cut into blocks of ``block[1]`` (if given), then the axes in ``order``
+        (see tensorsmith.runtime.layouts). Every read is re-indexed. Meant for weights,
+        which ``build`` transposes once at compile time: a convolution whose vector loop
+        runs over output channels reads its weights contiguously only when a block of
+        output channels is their last axis. A kernel's ``attrs["layouts"]`` names the
         inputs so stored; a caller feeding such a kernel must transpose them itself."""
-        self.apply(Step("layout", _name(stage), (_name(tensor), [int(a) for a in order])))
+        args: tuple[Any, ...] = (_name(tensor), [int(a) for a in order])
+        if block is not None:
+            args += ([int(block[0]), int(block[1])],)
+        self.apply(Step("layout", _name(stage), args))
 
     def fuse_epilogue(self, stage: Tensor | str, consumer: Tensor | str) -> None:
         """Apply elementwise ``consumer`` to ``stage``'s cached tile as it is written back,
@@ -246,14 +263,20 @@ class Schedule:
         st.leaf(at)
         st.cache_reads.append(CacheRead(tensor, scope, at, bool(prefetch)))
 
-    def _layout(self, st: Stage, tensor: str, order: list[int]) -> None:
+    def _layout(self, st: Stage, tensor: str, order: list[int],
+                block: list[int] | None = None) -> None:
         found = [t for t in input_tensors(st.tensor) if t.name == tensor]
         if not found or found[0].op is not None:
             raise ValueError(f"layout: stage {st.name} reads no input tensor named {tensor!r}")
-        if sorted(order) != list(range(found[0].ndim)):
+        axes = found[0].ndim + (1 if block else 0)
+        if sorted(order) != list(range(axes)):
             raise ValueError(f"layout: {list(order)} is not an axis order of {tensor} "
-                             f"({found[0].ndim} axes)")
-        self.layouts[tensor] = tuple(order)
+                             f"({axes} axes)")
+        if block and (not 0 <= block[0] < found[0].ndim or block[1] < 1
+                      or found[0].shape[block[0]] % block[1]):
+            raise ValueError(f"layout: cannot cut axis {block[0]} of {tensor} "
+                             f"{list(found[0].shape)} into blocks of {block[1]}")
+        self.layouts[tensor] = Layout(tuple(order), tuple(block) if block else None)
 
     def _fuse_epilogue(self, st: Stage, consumer: str) -> None:
         from .visit import collect_loads

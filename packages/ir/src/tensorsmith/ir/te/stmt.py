@@ -95,10 +95,11 @@ class PrimFunc:
 
     def stored_inputs(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         """``arrays`` (the inputs, in their logical layout) as the kernel takes them: those
-        a ``layout`` step stores in another axis order transposed that way."""
+        a ``layout`` step stores in another layout transposed that way."""
+        from tensorsmith.runtime.layouts import to_stored
+
         layouts = self.attrs.get("layouts", {})
-        return [np.ascontiguousarray(np.transpose(a, layouts[i])) if i in layouts else a
-                for i, a in enumerate(arrays)]
+        return [to_stored(a, **layouts[i]) if i in layouts else a for i, a in enumerate(arrays)]
 
     @property
     def scratch(self) -> list[Buffer]:
