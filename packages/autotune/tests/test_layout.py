@@ -171,3 +171,23 @@ def test_search_measures_the_channel_rules_first() -> None:
     search = TaskSearch(task, CostModel(), _random.Random(0))
     first = search.propose(len(seeds) + 4)
     assert [c.config for c in first[:len(seeds)]] == seeds
+
+
+def test_matmul_weights_can_be_packed_into_panels() -> None:
+    from autotune_testing import mlp
+
+    task = next(t for t in extract_tasks(mlp(batch=5, sizes=(24, 32, 32, 10)))
+                if t.group.inputs[1].shape == (24, 32))
+    space = SearchSpace(task)
+    names = [k.name for _, k in space.knobs]
+    assert "pack" in names and len(space.seeds()) == 2
+    config = list(space.default())
+    config[names.index("pack")] = True
+    config[names.index("vec")] = 16
+    steps = space.steps(tuple(config))
+    assert [s.args for s in steps if s.kind == "layout"] == [("in1", [1, 0, 2], [1, 16])]
+    arrays = random_inputs(task, seed=4)
+    want = interpret(task, schedule_cpu(task.compute()[1]), arrays)
+    got = interpret(task, space.schedule(tuple(config)), arrays)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
