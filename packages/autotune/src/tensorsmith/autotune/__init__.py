@@ -3,14 +3,17 @@
     from tensorsmith.autotune import extract_tasks, tune
     tasks = extract_tasks(mod, params, "llvm")
     result = tune(tasks, "tune.jsonl", trials=200)
+    choose_in_model(mod, params, "llvm", tasks, "tune.jsonl")  # the final word, in place
     lib = tensorsmith.ir.build(mod, "llvm", params, records="tune.jsonl")
 
 The pieces, one module each: ``task`` (task extraction), ``sketches`` and ``space`` (the
-search space), ``features`` and ``cost_model`` (a gradient-boosted ranking model),
-``search`` (evolutionary search), ``measure``/``batch``/``runner_main`` (building and
-isolated timing; ``dask_measure`` for Dask distributed), ``records`` (JSON-lines tuning
-records), ``scheduler`` (trials across tasks), ``tuner`` (the loop), ``progress`` and
-``plot`` (what the ``tensorsmith tune`` command shows). Names below are imported on
+CPU search space), ``gpu_space`` (tile sizes of GPU schedules), ``features`` and
+``cost_model`` (a gradient-boosted ranking model), ``search`` (evolutionary search),
+``measure``/``batch``/``runner_main`` (building and isolated timing; ``dask_measure`` for
+Dask distributed), ``records`` (JSON-lines tuning records), ``scheduler`` (trials across
+tasks), ``tuner`` (the loop), ``confirm`` and ``in_model`` (the final choice: re-measured
+side by side, then timed inside the model), ``progress`` and ``plot`` (what the
+``tensorsmith tune`` command shows). Names below are imported on
 first use, so importing this package stays cheap.
 """
 
@@ -32,6 +35,7 @@ _LAZY = {
     "RecordLog": "records",
     "TaskScheduler": "scheduler",
     "Tuner": "tuner", "TuneResult": "tuner", "tune": "tuner",
+    "choose_in_model": "in_model",
     "plot_curves": "plot",
 }
 
