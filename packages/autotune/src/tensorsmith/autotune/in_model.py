@@ -70,7 +70,7 @@ def front_runners(records: str | Path, tasks: Sequence[Task], top: int
 
 
 def choose_in_model(mod: Graph, params: Mapping[str, np.ndarray] | None, target: str,
-                    tasks: Sequence[Task], records: str | Path, top: int = 3,
+                    tasks: Sequence[Task], records: str | Path, top: int = 6,
                     rounds: int = 10, repeat: int = 3, opt_level: int = 2,
                     progress: Callable[[str], None] | None = None) -> list[InModelChoice]:
     """Time the model with the default schedules and with each rank of front-runners,

@@ -30,8 +30,10 @@ same command again after an interruption (Ctrl-C, a kill, a crash) finishes the 
 was measured is kept and not measured again. A PNG of the tuning curves is written next
 to the records (RECORDS with .png). Measurements that crash, hang or compute a wrong
 result are recorded as errors; tuning goes on. At the end each kernel's fastest few
-candidates are measured again next to its default schedule (--confirm-top); the lowest
-median is recorded as the kernel's final choice, which compile applies.
+candidates are measured again next to its default schedule (--confirm-top), then the
+whole model is built with each kernel's fastest few (--in-model-top) and timed: the
+candidate fastest inside the model is recorded as the kernel's final choice, which
+compile applies.
 """
 
 
@@ -79,6 +81,11 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="at the end, re-measure each kernel's K fastest candidates with its "
                    "default schedule, 3 rounds, and record the lowest median as the final "
                    "choice (default: 3; 0: the single fastest timing is applied)")
+    p.add_argument("--in-model-top", type=int, default=6, metavar="K",
+                   help="finally, build the whole model with each kernel's K fastest "
+                   "candidates (one build per rank) and the defaults, time them "
+                   "interleaved and record each kernel's fastest in place (default: 6; "
+                   "0: skip; not with --dask)")
     p.add_argument("--dask", metavar="ADDRESS",
                    help="measure on a Dask cluster (e.g. tcp://host:8786): builds run on "
                    "any worker, timings on workers with a resource named after the target "
@@ -168,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
         if client is not None:
             client.close()
     _summary(result)
-    if args.confirm_top > 0 and not args.dask:
+    if args.in_model_top > 0 and not args.dask:
         _choose_in_model(mod, params, target, tasks, records, args)
     if not args.no_plot:
         png = records.with_suffix(".png")
@@ -183,7 +190,7 @@ def _choose_in_model(mod: Any, params: Any, target: Any, tasks: list[Any], recor
     """The final word: each kernel's front-runners timed inside the whole model."""
     from tensorsmith.autotune.in_model import choose_in_model
 
-    choices = choose_in_model(mod, params, str(target), tasks, records, top=args.confirm_top,
+    choices = choose_in_model(mod, params, str(target), tasks, records, top=args.in_model_top,
                               opt_level=args.opt_level,
                               progress=lambda m: print(f"in the model: {m}", flush=True))
     default = sum(c.ms[0] for c in choices if c.ms)
