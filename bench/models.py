@@ -124,7 +124,7 @@ def resnet50(
 # ---- MobileNetV2 --------------------------------------------------------------------
 
 # expansion t, output channels c, repeats n, first stride s (torchvision)
-_MOBILENETV2_SETTINGS = [
+MOBILENETV2_SETTINGS = [
     (1, 16, 1, 1),
     (6, 24, 2, 2),
     (6, 32, 3, 2),
@@ -158,7 +158,7 @@ def mobilenetv2(
     x = g.input("input", [batch, 3, image, image])
     x = relu6(g, conv_bn(g, x, 3, 32, 3, 2, bn=bn))
     cin = 32
-    for expand, cout, repeats, first_stride in _MOBILENETV2_SETTINGS:
+    for expand, cout, repeats, first_stride in MOBILENETV2_SETTINGS:
         for i in range(repeats):
             x = _inverted_residual(g, x, cin, cout, first_stride if i == 0 else 1, expand, bn)
             cin = cout

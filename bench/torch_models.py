@@ -12,7 +12,8 @@ Parameters are registered in the order the ONNX builders create their initialize
 computes. On the GPU host the modules keep their random initialization: timing does not
 depend on the values.
 
-Only torch (and onnx, for the weight copy) is needed: this file runs on the GPU host.
+Only torch, onnx and numpy are needed (onnx for the weight copy and the layer table of
+bench/models.py): this file runs on the GPU host.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F  # noqa: N812 - the usual alias
 from torch import nn
+
+from bench.models import MOBILENETV2_SETTINGS
 
 __all__ = ["TORCH_MODELS", "build_torch_model", "load_onnx_weights"]
 
@@ -90,18 +93,6 @@ class ResNet18(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
-# expansion t, output channels c, repeats n, first stride s (torchvision)
-_MOBILENETV2_SETTINGS = [
-    (1, 16, 1, 1),
-    (6, 24, 2, 2),
-    (6, 32, 3, 2),
-    (6, 64, 4, 2),
-    (6, 96, 3, 1),
-    (6, 160, 3, 2),
-    (6, 320, 1, 1),
-]
-
-
 class InvertedResidual(nn.Module):
     def __init__(self, cin: int, cout: int, stride: int, expand: int) -> None:
         super().__init__()
@@ -126,7 +117,7 @@ class MobileNetV2(nn.Module):
         super().__init__()
         layers: list[nn.Module] = [conv_bn(3, 32, 3, 2), nn.ReLU6()]
         cin = 32
-        for expand, cout, repeats, first_stride in _MOBILENETV2_SETTINGS:
+        for expand, cout, repeats, first_stride in MOBILENETV2_SETTINGS:
             for i in range(repeats):
                 layers.append(InvertedResidual(cin, cout, first_stride if i == 0 else 1, expand))
                 cin = cout

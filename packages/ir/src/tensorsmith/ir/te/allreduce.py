@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .expr import Expr, Load, binary, const
+from .expr import Expr, Load, const
 from .schedule import Leaf, Stage
-from .stmt import Allocate, Barrier, Buffer, For, IfThenElse, Seq, Stmt, Store
+from .stmt import Allocate, Barrier, Buffer, For, IfThenElse, Seq, Stmt, Store, guarded
 
 
 def is_cross_thread(st: Stage) -> bool:
@@ -44,7 +44,7 @@ def cross_thread_reduction(st: Stage, update_value: Expr, guards: list[Expr],
     zero = const(0)
     update: Stmt = Store(acc, zero, combine(Load(acc, (zero,), out.dtype), update_value))
     body: list[Stmt] = [Store(acc, zero, identity),
-                        _nest(inner, _guard(update, guards)),
+                        _nest(inner, guarded(update, guards)),
                         Store(tree, t, Load(acc, (zero,), out.dtype)), Barrier()]
     half = threads // 2
     while half >= 1:
@@ -52,17 +52,8 @@ def cross_thread_reduction(st: Stage, update_value: Expr, guards: list[Expr],
         body += [IfThenElse(t < half, Store(tree, t, pair)), Barrier()]
         half //= 2
     write = Store(out, index, Load(tree, (zero,), out.dtype))
-    body.append(_guard(write, [t.eq(0), *final_guards] if threads > 1 else final_guards))
+    body.append(guarded(write, [t.eq(0), *final_guards] if threads > 1 else final_guards))
     return _nest([*outer, thread], Allocate(acc, Allocate(tree, Seq(body))))
-
-
-def _guard(s: Stmt, conds: list[Expr]) -> Stmt:
-    if not conds:
-        return s
-    cond = conds[0]
-    for c in conds[1:]:
-        cond = binary("and", cond, c)
-    return IfThenElse(cond, s)
 
 
 def _nest(leaves: list[Leaf], body: Stmt) -> Stmt:

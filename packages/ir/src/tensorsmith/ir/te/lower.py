@@ -23,7 +23,7 @@ from . import allreduce, tiles
 from .expr import Const, Expr, Load, Reduce, Var, as_expr, binary, const, maximum, minimum, same
 from .schedule import Fuse, Layout, Leaf, Schedule, Split, Stage
 from .simplify import simplify
-from .stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Seq, Stmt, Store
+from .stmt import Allocate, Buffer, For, PrimFunc, Seq, Stmt, Store, guarded
 from .tensor import Tensor
 from .visit import rewrite, substitute
 
@@ -121,16 +121,16 @@ class _Lowerer:
             inner = substitute(body.body, values)
             update: Stmt = Store(out, index, combine(body.combiner, Load(out, (index,),
                                  out.dtype), self.expr(inner)))
-            update = _guard(update, guards)
+            update = guarded(update, guards)
             first = next(i for i, lf in enumerate(st.leaves) if lf.reduce)
             init_leaves = [lf for lf in st.leaves[first:] if not lf.reduce]
             spatial_guards = [g for g in guards if not _mentions_reduce(g, st)]
-            init = _guard(Store(out, index, identity(body.combiner, out.dtype)), spatial_guards)
+            init = guarded(Store(out, index, identity(body.combiner, out.dtype)), spatial_guards)
             init = _nest(init_leaves, init, vector_ok=True)
             main = _nest(st.leaves[first:], update, wrap=fills)
             return _nest(st.leaves[:first], Seq([init, main]), wrap=fills)
         value = self.expr(substitute(body, values))
-        return _nest(st.leaves, _guard(Store(out, index, value), guards), wrap=fills)
+        return _nest(st.leaves, guarded(Store(out, index, value), guards), wrap=fills)
 
     def _stage_tiles(self, st: Stage, values: dict[int, Expr]
                      ) -> tuple[dict[int, tiles.LoopFill], Expr]:
@@ -170,7 +170,7 @@ class _Lowerer:
         lane_guards = [g for g in (simplify(g, self.bounds) for g in lane_guards)
                        if not (isinstance(g, Const) and g.value)]
         inner = self.expr(substitute(body.body, clamped))
-        update = _guard(Store(local, local_index, combine(
+        update = guarded(Store(local, local_index, combine(
             body.combiner, Load(local, (local_index,), out.dtype), inner)), lane_guards)
         spatial_guards = [g for g in guards if not _mentions_reduce(g, st)]
         init = _nest(tile, Store(local, local_index, identity(body.combiner, out.dtype)))
@@ -184,7 +184,7 @@ class _Lowerer:
             result = self.expr(substitute(cop.body, cvalues))
             del self.overrides[st.tensor.uid]
             out = self.buffers[st.epilogue.tensor.uid]
-        write = _nest(tile, _guard(Store(out, index, result), spatial_guards))
+        write = _nest(tile, guarded(Store(out, index, result), spatial_guards))
         nest = Allocate(local, Seq([init, _nest(below, update, wrap=fills), write]))
         return _nest(st.leaves[:pos], nest, wrap=fills)
 
@@ -238,15 +238,6 @@ def _root_vars(st: Stage) -> list[tuple[Var, Leaf]]:
     op = st.tensor.op
     assert op is not None
     return [(a.var, st.roots[id(a.var)]) for a in (*op.axes, *op.reduce_axes)]
-
-
-def _guard(s: Stmt, guards: list[Expr]) -> Stmt:
-    if not guards:
-        return s
-    cond = guards[0]
-    for g in guards[1:]:
-        cond = binary("and", cond, g)
-    return IfThenElse(cond, s)
 
 
 def _nest(leaves: list[Leaf], body: Stmt, vector_ok: bool = True,

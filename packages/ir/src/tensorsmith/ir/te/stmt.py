@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .expr import Expr, Var
+from .expr import Expr, Var, binary
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled", "blockIdx.x", "blockIdx.y",
               "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -109,3 +109,13 @@ class PrimFunc:
         from .printer import print_func
 
         return print_func(self)
+
+
+def guarded(s: Stmt, conds: list[Expr]) -> Stmt:
+    """``s`` run only where every condition holds (``s`` itself when there are none)."""
+    if not conds:
+        return s
+    cond = conds[0]
+    for c in conds[1:]:
+        cond = binary("and", cond, c)
+    return IfThenElse(cond, s)
