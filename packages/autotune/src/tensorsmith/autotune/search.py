@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tensorsmith.ir.lowering import weight_transforms
 from tensorsmith.ir.te.lower import lower
 from tensorsmith.ir.te.schedule import Step
 
@@ -70,7 +71,7 @@ class TaskSearch:
         """Features of a candidate given by its steps (for records read back on resume)."""
         from tensorsmith.ir.te.schedule import replay
 
-        inputs, outputs = self.task.compute()
+        inputs, outputs = self.task.compute(weight_transforms(steps))
         try:
             return extract_features(lower(replay(outputs, steps), inputs, outputs))
         except Exception:
@@ -78,7 +79,7 @@ class TaskSearch:
 
     def features(self, config: Config) -> np.ndarray | None:
         if config not in self._features:
-            inputs, outputs = self.task.compute()
+            inputs, outputs = self.space.io(config)
             try:
                 func = lower(self.space.schedule(config), inputs, outputs)
                 self._features[config] = extract_features(func)

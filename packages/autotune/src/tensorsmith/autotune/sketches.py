@@ -36,7 +36,7 @@ from typing import Any
 from tensorsmith.ir.schedules import cpu as _rules
 from tensorsmith.ir.schedules.cpu import PARALLEL_MIN_WORK
 from tensorsmith.ir.schedules.epilogue import epilogue_consumer
-from tensorsmith.ir.te.expr import Load, Var
+from tensorsmith.ir.te.expr import Binary, Const, Load, Var
 from tensorsmith.ir.te.schedule import Schedule, Stage, input_tensors
 from tensorsmith.ir.te.tensor import Tensor
 from tensorsmith.ir.te.visit import walk
@@ -48,6 +48,9 @@ LOCAL_MAX = 512  # register tile elements: beyond this the tile spills to the st
 # compile time explodes (seconds to a minute per candidate) for no speed.
 UNROLL_MAX_VECTOR = 32
 UNROLL_MAX_SCALAR = 8
+# ... except over a Winograd output transform, whose unrolled body is one multiply-add
+# with constant coefficients: 6 x 6 table entries times a few rows stay cheap to compile.
+UNROLL_MAX_TABLE = 160
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,24 @@ def row_block(extent: int, lanes: int) -> int:
         if extent % f == 0 and abs(f - target) <= target // 2:
             return f
     return min(target, extent)
+
+
+class AlgorithmSketch:
+    """Not a stage's sketch: the task's choice of compute (the direct one first, the
+    default). The search measures each alternative's default schedule early."""
+
+    kind = "algorithm"
+    stage = ""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = tuple(names)
+        self.knobs = (Knob("algorithm", self.names, self.names[0]),)
+
+    def valid(self, v: Values) -> bool:
+        return True
+
+    def seeds(self) -> list[Values]:
+        return [{"algorithm": name} for name in self.names[1:]]
 
 
 class InlineSketch(Sketch):
@@ -232,6 +253,51 @@ class ReductionSketch(Sketch):
             s.parallel(st, outer)
 
 
+class WinogradInputSketch(Sketch):
+    """A Winograd input transform ``V[e, n, c, p]`` (ops/winograd.py): per channel and
+    row of tiles, the ``alpha x alpha`` table entries unrolled (so each is the handful
+    of terms its matrix row holds) over a vector of the row's tiles, whose inputs are
+    ``m`` apart (one strided load per patch element)."""
+
+    kind = "winograd_input"
+
+    def __init__(self, stage: Stage) -> None:
+        super().__init__(stage)
+        self.names = [lf.name for lf in stage.leaves]
+        self.columns = _tile_columns(stage)
+        self.knobs = (
+            Knob("vectorize", (True, False), True),
+            Knob("parallel", (False, True), _work(stage) >= PARALLEL_MIN_WORK),
+        )
+
+    def apply(self, s: Schedule, v: Values) -> None:
+        st = self.stage
+        e, n, c, p = self.names
+        rows, cols = _split(s, st, p, s[st].leaf(p).extent, self.columns)
+        order = [x for x in (c, rows, e, n, cols) if x is not None]
+        s.reorder(st, *order)
+        s.unroll(st, e)
+        s.unroll(st, n)
+        if cols is not None and v["vectorize"]:
+            s.vectorize(st, cols)
+        outer = _fuse_all(s, st, [x for x in (c, rows) if x is not None])
+        if outer is not None and v["parallel"]:
+            s.parallel(st, outer)
+
+
+def _tile_columns(stage: Stage) -> int:
+    """Tiles per row of a Winograd input transform: the modulus its body applies to the
+    tile index (the last axis) to find a tile's column."""
+    op = stage.tensor.op
+    assert op is not None
+    p = op.axes[-1].var
+    for e in walk(op.body):
+        if (isinstance(e, Binary) and e.op == "floormod" and e.a is p
+                and isinstance(e.b, Const)):
+            return int(e.b.value)
+    return op.axes[-1].extent
+
+
 class TiledSketch(Sketch):
     """Register-tiled reduction: matmul-like stages and conv2d / pool2d windows.
 
@@ -246,7 +312,7 @@ class TiledSketch(Sketch):
 
     def __init__(self, stage: Stage, row_axis: int | None, outputs: set[int],
                  readers: dict[int, list[Stage]], window: bool = False,
-                 constants: frozenset[str] = frozenset()) -> None:
+                 constants: frozenset[str] = frozenset(), unroll_reduce: bool = False) -> None:
         super().__init__(stage)
         op = stage.tensor.op
         assert op is not None
@@ -270,6 +336,9 @@ class TiledSketch(Sketch):
         k = self.extent[self.kaxis]
         vec = vector_block(cols)
         rows_default = row_block(rows, min(vec, cols)) if self.row else 1
+        if unroll_reduce:
+            table = math.prod(self.extent[r] for r in self.reduce)
+            rows_default = max(1, min(rows_default, UNROLL_MAX_TABLE // table))
         knobs = [
             Knob("vec", _choices(cols, (4, 8, 16, 24, 32, 48, 64), vec), vec),
             Knob("rows", _choices(rows, (1, 2, 3, 4, 5, 6, 8, 10, 12), rows_default),
@@ -292,6 +361,8 @@ class TiledSketch(Sketch):
         ]
         if self.pointwise:
             knobs.insert(0, Knob("flatten", (True, False), True))
+        if unroll_reduce:  # small reduce loops over constant tables (Winograd's output)
+            knobs.append(Knob("unroll_reduce", (True, False), True))
         self.weight = _channel_vector_weight(stage, constants) if window else None
         if self.weight is not None:
             o, x = self.extent[self.spatial[1]], self.extent[self.spatial[-1]]
@@ -334,6 +405,9 @@ class TiledSketch(Sketch):
             return False  # a k loop above a cached tile would overwrite partial sums
         unrolled = (rows if v["unroll_rows"] else 1) * (
             v["ksplit"] if v["unroll_k"] and v["ksplit"] else 1)
+        if v.get("unroll_reduce"):
+            unrolled *= math.prod(self.extent[r] for r in self.reduce)
+            return unrolled <= UNROLL_MAX_TABLE and not v["ksplit"]
         return unrolled <= (UNROLL_MAX_VECTOR if v["vectorize"] and cols > 1
                             else UNROLL_MAX_SCALAR)
 
@@ -408,6 +482,9 @@ class TiledSketch(Sketch):
             s.unroll(st, ii)
         if ki is not None and v["unroll_k"]:
             s.unroll(st, ki)
+        if v.get("unroll_reduce"):
+            for name in reduce:
+                s.unroll(st, name)
         if v["vectorize"] and s[st].leaf(ji).extent <= VECTOR_LANES_MAX:
             s.vectorize(st, ji)
         if fused is not None and v["parallel"] and s[st].leaf(fused).extent > 1:
@@ -489,6 +566,8 @@ def sketch_for(stage: Stage, outputs: set[int], readers: dict[int, list[Stage]],
     op = stage.tensor.op
     assert op is not None
     is_output = stage.tensor.uid in outputs
+    if op.tag == "winograd_input":
+        return WinogradInputSketch(stage)
     if not op.reduce_axes:
         if is_output:
             return ElementwiseSketch(stage)
@@ -499,6 +578,8 @@ def sketch_for(stage: Stage, outputs: set[int], readers: dict[int, list[Stage]],
         return InlineSketch(stage)
     if op.tag == "conv2d":
         return TiledSketch(stage, 1, outputs, readers, window=True, constants=constants)
+    if op.tag == "winograd_output":
+        return TiledSketch(stage, 1, outputs, readers, window=True, unroll_reduce=True)
     if op.tag.startswith("pool_"):
         return TiledSketch(stage, None, outputs, readers, window=True)
     if _last_axis_contiguous(stage):

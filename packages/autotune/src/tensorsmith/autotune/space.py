@@ -11,12 +11,14 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tensorsmith.ir.schedules.epilogue import stage_readers
-from tensorsmith.ir.te.schedule import Schedule, Step
+from tensorsmith.ir.te.schedule import Schedule, Step, input_tensors
+from tensorsmith.ir.te.tensor import Tensor
 
-from .sketches import Knob, Sketch, sketch_for
+from .sketches import AlgorithmSketch, Knob, Sketch, sketch_for
 from .task import Task
 
 Config = tuple[Any, ...]
@@ -27,6 +29,7 @@ class KnobSpace:
     subclass says what the sketches are (``sketches``, ``knobs``) and how a config
     becomes a schedule (``schedule``)."""
 
+    task: Task
     sketches: Sequence[Any]  # each with .knobs, .valid(values) and .seeds()
     knobs: list[tuple[int, Knob]]
 
@@ -92,6 +95,10 @@ class KnobSpace:
         return out if self.valid(out) else a
 
     # -- schedules ------------------------------------------------------------------
+    def io(self, config: Config) -> tuple[list[Tensor], list[Tensor]]:
+        """The compute (inputs, outputs) that ``config``'s schedule is for."""
+        return self.task.compute()
+
     def schedule(self, config: Config) -> Schedule:
         raise NotImplementedError
 
@@ -110,26 +117,111 @@ def _nearest(choices: tuple[Any, ...], value: Any) -> Any:
     return min(choices, key=lambda c: (abs(c - value), -c))
 
 
+@dataclass
+class Algorithm:
+    """One way to compute a task: the direct compute (no transforms), or one that reads
+    some weights transformed (``transforms``: input index -> transform name), with the
+    sketches of its stages."""
+
+    name: str
+    transforms: dict[int, str]
+    inputs: list[Tensor]
+    outputs: list[Tensor]
+    sketches: list[Sketch]
+
+
 class SearchSpace(KnobSpace):
-    """All schedules the CPU sketches of ``task`` can express."""
+    """All schedules the CPU sketches of ``task`` can express.
+
+    A convolution that a fast algorithm can compute (:data:`FAST_CONVOLUTIONS`) has one
+    more knob, ``algorithm``: each choice is its own compute with its own sketches (the
+    knobs of the others do not matter then), and its schedule begins with the ``layout``
+    step that stores the weights transformed."""
 
     def __init__(self, task: Task) -> None:
         self.task = task
-        _, outputs = task.compute()
-        self.outputs = outputs
+        self.algorithms = [self._algorithm(task, "direct", {})]
+        for transform, found in fast_convolutions(task).items():
+            self.algorithms.append(self._algorithm(task, transform, found))
+        self.outputs = self.algorithms[0].outputs
+        self.sketches: list[Any] = list(self.algorithms[0].sketches)
+        self.owner = [0] * len(self.sketches)  # the algorithm each sketch belongs to
+        if len(self.algorithms) > 1:
+            self.sketches.insert(0, AlgorithmSketch([a.name for a in self.algorithms]))
+            self.owner.insert(0, -1)
+            for k, alg in enumerate(self.algorithms[1:], 1):
+                self.sketches += alg.sketches
+                self.owner += [k] * len(alg.sketches)
+        self.knobs = [(i, k) for i, sk in enumerate(self.sketches) for k in sk.knobs]
+
+    @staticmethod
+    def _algorithm(task: Task, name: str, transforms: dict[int, str]) -> Algorithm:
+        inputs, outputs = task.compute(transforms)
         probe = Schedule(outputs)
         out_ids = {t.uid for t in outputs}
         readers = stage_readers(probe)
         constants = frozenset(f"in{i}" for i in task.constant_inputs)  # group_compute's names
-        self.sketches: list[Sketch] = [sketch_for(st, out_ids, readers, constants)
-                                       for st in probe.stages]
-        self.knobs = [(i, k) for i, sk in enumerate(self.sketches) for k in sk.knobs]
+        return Algorithm(name, transforms, inputs, outputs,
+                         [sketch_for(st, out_ids, readers, constants) for st in probe.stages])
+
+    def _chosen(self, values: list[dict[str, Any]]) -> int:
+        if self.owner[0] != -1:
+            return 0
+        names = [a.name for a in self.algorithms]
+        return names.index(values[0]["algorithm"])
+
+    def valid(self, config: Config) -> bool:
+        values = self._values(config)
+        k = self._chosen(values)
+        return all(sk.valid(v) for sk, v, owner in zip(self.sketches, values, self.owner)
+                   if owner in (-1, k))
+
+    def io(self, config: Config) -> tuple[list[Tensor], list[Tensor]]:
+        """The compute (inputs, outputs) that ``config``'s schedule is for."""
+        alg = self.algorithms[self._chosen(self._values(config))]
+        return alg.inputs, alg.outputs
 
     def schedule(self, config: Config) -> Schedule:
-        s = Schedule(self.outputs)
-        for sk, values in zip(self.sketches, self._values(config)):
-            sk.apply(s, values)
+        values = self._values(config)
+        k = self._chosen(values)
+        alg = self.algorithms[k]
+        s = Schedule(alg.outputs)
+        for index, transform in alg.transforms.items():
+            name = f"in{index}"
+            reader = next(st for st in s.stages
+                          if any(t.name == name for t in input_tensors(st.tensor)))
+            s.layout(reader.name, name, tuple(range(alg.inputs[index].ndim)), None, transform)
+        for sk, v, owner in zip(self.sketches, values, self.owner):
+            if owner == k:
+                sk.apply(s, v)
         return s
+
+
+#: Weight transforms that compute a convolution faster than the direct loop nest, tried
+#: by the search wherever they apply (ops/winograd.py).
+FAST_CONVOLUTIONS = ("winograd_f2_3", "winograd_f4_3")
+
+
+def fast_convolutions(task: Task) -> dict[str, dict[int, str]]:
+    """Per fast algorithm that applies to some convolution of ``task`` whose weights are
+    constant: the inputs it transforms."""
+    from tensorsmith.ir.ops.winograd import eligible
+
+    group = task.group
+    index = {v.uid: i for i, v in enumerate(group.inputs)}
+    out: dict[str, dict[int, str]] = {}
+    for transform in FAST_CONVOLUTIONS:
+        found = {}
+        for node in group.nodes:
+            if node.op != "conv2d" or node.inputs[1].uid not in index:
+                continue
+            i = index[node.inputs[1].uid]
+            if i in task.constant_inputs and eligible(node.attrs, node.inputs[1].shape,
+                                                      transform):
+                found[i] = transform
+        if found:
+            out[transform] = found
+    return out
 
 
 def steps_key(steps: list[Step] | list[list[Any]]) -> str:

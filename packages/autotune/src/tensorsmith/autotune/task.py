@@ -41,13 +41,18 @@ class Task:
     target: str = "llvm"
     # inputs that are weights in the model (a schedule may store them in another layout)
     constant_inputs: tuple[int, ...] = ()
-    _compute: tuple[list[Tensor], list[Tensor]] | None = field(default=None, repr=False)
+    _computes: dict[tuple[tuple[int, str], ...], tuple[list[Tensor], list[Tensor]]] = field(
+        default_factory=dict, repr=False)
 
-    def compute(self) -> tuple[list[Tensor], list[Tensor]]:
-        """The group's tensor expressions (inputs, outputs), built once per process."""
-        if self._compute is None:
-            self._compute = group_compute(self.group)
-        return self._compute
+    def compute(self, transforms: Mapping[int, str] | None = None
+                ) -> tuple[list[Tensor], list[Tensor]]:
+        """The group's tensor expressions (inputs, outputs), built once per process; with
+        ``transforms``, the compute that reads those weights transformed (e.g. a Winograd
+        convolution, see ``lowering.group_compute``)."""
+        key = tuple(sorted((transforms or {}).items()))
+        if key not in self._computes:
+            self._computes[key] = group_compute(self.group, dict(key))
+        return self._computes[key]
 
     @property
     def label(self) -> str:
@@ -56,7 +61,7 @@ class Task:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_compute"] = None  # tensors are rebuilt in the receiving process
+        state["_computes"] = {}  # tensors are rebuilt in the receiving process
         return state
 
 

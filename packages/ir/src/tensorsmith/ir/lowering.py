@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from . import te
 from .errors import ModelError
@@ -17,19 +17,36 @@ from .te.tensor import Tensor
 ScheduleFn = Callable[[list[Tensor]], te.Schedule]
 
 
-def group_compute(group: FusedGroup) -> tuple[list[Tensor], list[Tensor]]:
-    """Tensor expressions of a group: placeholders for its inputs, tensors for its outputs."""
+def group_compute(group: FusedGroup, transforms: Mapping[int, str] | None = None
+                  ) -> tuple[list[Tensor], list[Tensor]]:
+    """Tensor expressions of a group: placeholders for its inputs, tensors for its outputs.
+
+    ``transforms`` maps input indices to weight transforms (``weight_transforms``): such
+    an input's placeholder is the transformed weight, and the ops reading it are told
+    (attribute ``weight_transform``) to compute with it, e.g. a Winograd convolution."""
+    from tensorsmith.runtime.winograd import transformed_shape
+
+    transforms = transforms or {}
     env: dict[int, Tensor] = {}
+    transformed: dict[int, str] = {}
     inputs = []
     for i, v in enumerate(group.inputs):
-        t = te.placeholder(v.shape, v.dtype, f"in{i}")
+        shape = v.shape
+        if i in transforms:
+            shape = transformed_shape(v.shape, transforms[i])
+            transformed[v.uid] = transforms[i]
+        t = te.placeholder(shape, v.dtype, f"in{i}")
         env[v.uid] = t
         inputs.append(t)
     for j, node in enumerate(group.nodes):
         opdef = get_op(node.op)
         if opdef.compute is None:
             raise ModelError(f"node '{node.name}' ({node.op}) has no compute definition")
-        outs = opdef.compute([env[v.uid] for v in node.inputs], node.attrs,
+        attrs = node.attrs
+        reads = [transformed[v.uid] for v in node.inputs if v.uid in transformed]
+        if reads:
+            attrs = {**attrs, "weight_transform": reads[0]}
+        outs = opdef.compute([env[v.uid] for v in node.inputs], attrs,
                              [TensorType(v.shape, v.dtype) for v in node.outputs],
                              f"t{j}_{node.op}")
         for v, t in zip(node.outputs, outs):
@@ -62,10 +79,17 @@ def workload_key(group: FusedGroup) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16] + ":" + text[:120]
 
 
+def weight_transforms(steps: list[te.Step] | None) -> dict[int, str]:
+    """Inputs (by index) that ``layout`` steps store transformed, with the transform:
+    the compute those steps were made for reads them transformed."""
+    return {int(s.args[0][2:]): s.args[3] for s in steps or ()
+            if s.kind == "layout" and len(s.args) > 3 and s.args[3]}
+
+
 def lower_group(group: FusedGroup, name: str, schedule: ScheduleFn,
                 steps: list[te.Step] | None = None) -> PrimFunc:
     """Lower a group with the default ``schedule``, or replay tuned ``steps``."""
-    inputs, outputs = group_compute(group)
+    inputs, outputs = group_compute(group, weight_transforms(steps))
     sched = te.replay(outputs, steps) if steps is not None else schedule(outputs)
     func = te.lower(sched, inputs, outputs, name)
     func.attrs["workload"] = workload_key(group)

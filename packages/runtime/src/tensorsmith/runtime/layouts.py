@@ -6,6 +6,10 @@ blocks of 32, ordered ``(0, 2, 3, 4, 1)``, is ``[O/32, C, KH, KW, 32]``: each bl
 32 output channels one contiguous run). The compiler transposes weights this way at
 build time; whoever feeds such a kernel directly (the auto-tuner's measuring process,
 which imports only this package) transposes its arrays with :func:`to_stored`.
+
+A layout may also name a ``transform`` of the values, applied before the axes are
+blocked and reordered: ``winograd_f2_3`` stores a 3x3 convolution's weights as the
+Winograd products take them (:mod:`.winograd`).
 """
 
 from __future__ import annotations
@@ -32,8 +36,12 @@ def stored_shape(shape: Sequence[int], order: Sequence[int],
     return tuple(expanded[a] for a in order)
 
 
-def to_stored(array: Any, order: Sequence[int], block: Sequence[int] | None = None
-              ) -> np.ndarray:
+def to_stored(array: Any, order: Sequence[int], block: Sequence[int] | None = None,
+              transform: str | None = None) -> np.ndarray:
     """``array`` (in the model's layout) as a kernel with this layout takes it."""
     a = np.asarray(array)
+    if transform is not None:
+        from .winograd import transform_weight
+
+        a = transform_weight(a, transform)
     return np.ascontiguousarray(np.transpose(a.reshape(blocked_shape(a.shape, block)), order))

@@ -44,6 +44,12 @@ I8 = ir.IntType(8)
 I1 = ir.IntType(1)
 VOID = ir.VoidType()
 FAST = ("nnan", "ninf", "nsz", "arcp", "contract", "afn", "reassoc")
+_STATIC_OPS = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b,
+    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+    "and": lambda a, b: bool(a) and bool(b), "or": lambda a, b: bool(a) or bool(b)}
 _NO_NAN_FLAGS = ("contract", "reassoc", "nsz", "arcp", "afn")
 
 _LLVM_TYPES = {"float32": ir.FloatType(), "float64": ir.DoubleType(), "float16": ir.HalfType(),
@@ -224,11 +230,33 @@ class KernelEmitter:
         if isinstance(e, Cast):
             return self._cast(b, self.expr(b, e.value), e.value.dtype, e.dtype)
         if isinstance(e, Select):
+            known = self.static_value(e.cond)
+            if known is not None:  # e.g. a table indexed by an unrolled loop
+                return self.expr(b, e.a if known else e.b)
             return b.select(self._as_bool(b, self.expr(b, e.cond)), self.expr(b, e.a),
                             self.expr(b, e.b))
         if isinstance(e, Call):
             return self._call(b, e, [self.expr(b, a) for a in e.args])
         raise TypeError(f"cannot emit expression {type(e).__name__}")
+
+    def static_value(self, e: Expr) -> int | None:
+        """The value of an integer or boolean expression that is fixed where it is
+        emitted (constants and unrolled loop indices), else None. A select on such a
+        condition emits only the arm taken: a Winograd transform's coefficient tables
+        then cost nothing, and their zero terms are never emitted."""
+        if isinstance(e, Const):
+            return None if e.dtype.startswith("float") else int(e.value)
+        if isinstance(e, Var):
+            v = self.vars.get(id(e))
+            return v.constant if isinstance(v, ir.Constant) and isinstance(
+                v.constant, int) else None
+        if isinstance(e, Binary) and e.op in _STATIC_OPS and not e.a.dtype.startswith("float"):
+            x = self.static_value(e.a)
+            y = None if x is None else self.static_value(e.b)
+            if y is None or (e.op in ("floordiv", "floormod") and y == 0):
+                return None
+            return int(_STATIC_OPS[e.op](x, y))
+        return None
 
     def expr_with(self, b: ir.IRBuilder, e: Expr, values: list[ir.Value]) -> ir.Value:
         """Emit node ``e`` given its children's values (scalars or vectors)."""

@@ -34,7 +34,8 @@ def _terms(e: Expr) -> list[Expr]:
 def lane_offsets(index: Expr, var: Var, lanes: int) -> tuple[Expr, list[int]] | None:
     """``index`` as ``rest + g(var)`` with ``rest`` free of ``var`` and ``g`` a function
     of ``var`` alone: ``rest`` and ``g(0..lanes-1)``; None when it has another shape or
-    the offsets are not distinct within a short span."""
+    the offsets are all equal or not within a short span. Lanes may share an offset:
+    ``x // 2`` (a Winograd output transform's read) reads each element twice."""
     rest: Expr = const(0)
     lane_part: Expr = const(0)
     for term in _terms(index):
@@ -51,7 +52,7 @@ def lane_offsets(index: Expr, var: Var, lanes: int) -> tuple[Expr, list[int]] | 
         if not isinstance(value, Const):
             return None
         offsets.append(int(value.value))
-    if len(set(offsets)) != lanes or max(offsets) - min(offsets) >= MAX_SPAN_FACTOR * lanes:
+    if len(set(offsets)) < 2 or max(offsets) - min(offsets) >= MAX_SPAN_FACTOR * lanes:
         return None
     return rest, offsets
 
@@ -65,7 +66,9 @@ def load_offsets(v: VectorEmitter, e: Load, rest: Expr, offsets: list[int]) -> i
     span = max(offsets) - first + 1
     i32, i1 = ir.IntType(32), ir.IntType(1)
     wty = ir.VectorType(elem, span)
-    lane_of = {off - first: lane for lane, off in enumerate(offsets)}
+    lane_of: dict[int, int] = {}  # span element -> the first lane reading it
+    for lane, off in enumerate(offsets):
+        lane_of.setdefault(off - first, lane)
     used = ir.Constant(ir.VectorType(i1, span), [int(j in lane_of) for j in range(span)])
     mask = getattr(v, "mask", None)
     wide_mask: ir.Value = used

@@ -186,6 +186,10 @@ class VectorEmitter:
                 if pattern is not None:
                     return load_offsets(self, e, *pattern)
             return self.gather(e, step)
+        if isinstance(e, Select) and all(v is not self.var for v in free_vars(e.cond)):
+            known = self.em.static_value(e.cond)
+            if known is not None:
+                return self.expr(e.a if known else e.b)
         if isinstance(e, Select) and isinstance(e.a, Load):
             padded = self.padded_read(e)
             if padded is not None:

@@ -86,6 +86,10 @@ def _conv_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarr
 def _conv_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: str
                   ) -> list[te.Tensor]:
     x, w = inputs[0], inputs[1]
+    if attrs.get("weight_transform"):  # weights stored for a fast algorithm
+        from .winograd import winograd_conv2d
+
+        return [winograd_conv2d(x, w, attrs, out[0].shape, attrs["weight_transform"], tag)]
     groups = attrs.get("groups", 1)
     o, cg, kh, kw = w.shape
     strides, pads, dil = _geometry(attrs, kh, kw)

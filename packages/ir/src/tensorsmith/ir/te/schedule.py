@@ -49,14 +49,19 @@ class Fuse:
 
 @dataclass(frozen=True)
 class Layout:
-    """How an input is stored: axis ``block[0]`` in blocks of ``block[1]``, then the
-    axes in ``order`` (tensorsmith.runtime.layouts)."""
+    """How an input is stored: its values ``transform``-ed (if named), axis ``block[0]`` in
+    blocks of ``block[1]``, then the axes in ``order`` (tensorsmith.runtime.layouts)."""
 
     order: tuple[int, ...]
     block: tuple[int, int] | None = None
+    transform: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"order": list(self.order), "block": list(self.block) if self.block else None}
+        out: dict[str, Any] = {"order": list(self.order),
+                               "block": list(self.block) if self.block else None}
+        if self.transform is not None:
+            out["transform"] = self.transform
+        return out
 
 
 @dataclass(frozen=True)
@@ -191,17 +196,23 @@ class Schedule:
         self.apply(Step("cache_read", _name(stage), (_name(tensor), scope, at, *extra)))
 
     def layout(self, stage: Tensor | str, tensor: Tensor | str, order: tuple[int, ...],
-               block: tuple[int, int] | None = None) -> None:
+               block: tuple[int, int] | None = None, transform: str | None = None) -> None:
         """Store input ``tensor`` (a placeholder ``stage`` reads) in another layout: axis
         ``block[0]`` cut into blocks of ``block[1]`` (if given), then the axes in ``order``
         (see tensorsmith.runtime.layouts). Every read is re-indexed. Meant for weights,
         which ``build`` transposes once at compile time: a convolution whose vector loop
         runs over output channels reads its weights contiguously only when a block of
         output channels is their last axis. A kernel's ``attrs["layouts"]`` names the
-        inputs so stored; a caller feeding such a kernel must transpose them itself."""
+        inputs so stored; a caller feeding such a kernel must transpose them itself.
+
+        A ``transform`` (a name in tensorsmith.runtime.winograd.TRANSFORMS) says the
+        values are stored transformed, not just moved: the tensor the stage reads is then
+        already the transformed one (``lowering.group_compute`` makes it so)."""
         args: tuple[Any, ...] = (_name(tensor), [int(a) for a in order])
-        if block is not None:
-            args += ([int(block[0]), int(block[1])],)
+        if block is not None or transform is not None:
+            args += ([int(block[0]), int(block[1])] if block is not None else None,)
+        if transform is not None:
+            args += (transform,)
         self.apply(Step("layout", _name(stage), args))
 
     def fuse_epilogue(self, stage: Tensor | str, consumer: Tensor | str) -> None:
@@ -264,7 +275,7 @@ class Schedule:
         st.cache_reads.append(CacheRead(tensor, scope, at, bool(prefetch)))
 
     def _layout(self, st: Stage, tensor: str, order: list[int],
-                block: list[int] | None = None) -> None:
+                block: list[int] | None = None, transform: str | None = None) -> None:
         found = [t for t in input_tensors(st.tensor) if t.name == tensor]
         if not found or found[0].op is not None:
             raise ValueError(f"layout: stage {st.name} reads no input tensor named {tensor!r}")
@@ -276,7 +287,7 @@ class Schedule:
                       or found[0].shape[block[0]] % block[1]):
             raise ValueError(f"layout: cannot cut axis {block[0]} of {tensor} "
                              f"{list(found[0].shape)} into blocks of {block[1]}")
-        self.layouts[tensor] = Layout(tuple(order), tuple(block) if block else None)
+        self.layouts[tensor] = Layout(tuple(order), tuple(block) if block else None, transform)
 
     def _fuse_epilogue(self, st: Stage, consumer: str) -> None:
         from .visit import collect_loads
