@@ -18,6 +18,7 @@ from tensorsmith.autotune.space import steps_key
 from tensorsmith.autotune.task import Task
 from tensorsmith.ir import GraphBuilder
 from tensorsmith.ir.graph import Graph
+from tensorsmith.ir.lowering import weight_transforms
 from tensorsmith.ir.te.evaluate import run_func
 from tensorsmith.ir.te.lower import lower
 from tensorsmith.ir.te.schedule import Schedule
@@ -64,7 +65,7 @@ def matmul(m: int, k: int, n: int) -> Graph:
 
 def interpret(task: Task, sched: Schedule, arrays: list[np.ndarray]) -> list[np.ndarray]:
     """Run a scheduled task in the tensor-IR interpreter; returns its outputs."""
-    inputs, outputs = task.compute()
+    inputs, outputs = task.compute(weight_transforms(sched.steps))
     func = lower(sched, inputs, outputs)
     bufs = [a.copy() for a in func.stored_inputs(arrays)] + [np.zeros(p.shape, p.dtype)
                                          for p in func.params[len(arrays):]]

@@ -14,7 +14,7 @@ from tensorsmith.ir.te.lower import lower
 
 
 def _features(task, config, space):  # noqa: ANN001, ANN202
-    inputs, outputs = task.compute()
+    inputs, outputs = space.io(config)
     return extract_features(lower(space.schedule(config), inputs, outputs))
 
 
