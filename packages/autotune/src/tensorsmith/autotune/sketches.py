@@ -364,12 +364,16 @@ class TiledSketch(Sketch):
         if unroll_reduce:  # small reduce loops over constant tables (Winograd's output)
             knobs.append(Knob("unroll_reduce", (True, False), True))
         self.weight = _channel_vector_weight(stage, constants) if window else None
-        if self.weight is not None:
+        # A Winograd output transform reads its products with output channels contiguous:
+        # its vector loop runs over those by default, and needs no weight stored otherwise.
+        if self.weight is not None or unroll_reduce:
             o, x = self.extent[self.spatial[1]], self.extent[self.spatial[-1]]
-            knobs += [Knob("vec_axis", ("cols", "channels"), "cols"),
+            crows = min(8, x, rows_default) if unroll_reduce else min(8, x)
+            knobs += [Knob("vec_axis", ("cols", "channels"),
+                           "channels" if unroll_reduce else "cols"),
                       Knob("cvec", _choices(o, (8, 16, 32, 48, 64), 16), min(16, o)),
-                      Knob("crows", _choices(x, (2, 4, 6, 7, 8, 10, 12, 14, 16), 8),
-                           min(8, x))]
+                      Knob("crows", _choices(x, (2, 4, 6, 7, 8, 10, 12, 14, 16), crows),
+                           crows)]
         self.panel = None if window else _packable_weight(stage, constants)
         if self.panel is not None:
             knobs.append(Knob("pack", (False, True), False))
@@ -421,9 +425,10 @@ class TiledSketch(Sketch):
             # output channels last, so each (c, ry, rx) reads its lanes contiguously and
             # a block's weights are one sequential run (blocks of the vector width when
             # it divides the channels, else the whole output-channel axis last).
-            assert self.weight is not None
             vec_axis, row_axis, vec, rows = spatial[1], spatial[-1], v["cvec"], v["crows"]
-            if self.extent[vec_axis] % vec == 0:
+            if self.weight is None:
+                pass
+            elif self.extent[vec_axis] % vec == 0:
                 s.layout(st, self.weight, (0, 2, 3, 4, 1), (0, vec))
             else:
                 s.layout(st, self.weight, (1, 2, 3, 0))

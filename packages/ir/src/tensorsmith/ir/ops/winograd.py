@@ -10,10 +10,11 @@ exchange for two cheap transforms. The build stores the weights transformed
 - ``*_wino_in`` (tag ``winograd_input``): ``V[e, n, c, p] = (BT d_p B)[e, n]`` for each
   channel and tile ``p``;
 - ``*_wino_mm`` (tag ``winograd_gemm``): ``alpha^2`` matrix products over channels,
-  ``M[e, n, o, p] = sum_c U[e, n, c, o] V[e, n, c, p]``;
+  ``M[e, n, p, o] = sum_c V[e, n, c, p] U[e, n, c, o]``, output channels contiguous (a
+  matrix product's vector loop runs over them: whole registers at any image size);
 - the output (tag ``winograd_output``): ``Y = AT M_p A`` per tile, a reduction over
   ``(e, n)`` the elementwise epilogue (bias, activation) fuses into, like a direct
-  convolution's.
+  convolution's, by default with its vector loop over output channels too.
 
 The transforms index their constant matrices with loop variables (``table``); unrolled
 loops make those indices constants, and the code generator then emits only the
@@ -102,8 +103,8 @@ def winograd_conv2d(x: te.Tensor, u: te.Tensor, attrs: Attrs,
 
     v = te.compute((a, a, c, tiles), v_element, name=tag + "_wino_in", tag="winograd_input")
     rc = te.reduce_axis(c, "rc")
-    mm = te.compute((a, a, o, tiles),
-                    lambda e, nn, oc, p: te.sum(u[e, nn, rc.var, oc] * v[e, nn, rc.var, p], [rc]),
+    mm = te.compute((a, a, tiles, o),
+                    lambda e, nn, p, oc: te.sum(v[e, nn, rc.var, p] * u[e, nn, rc.var, oc], [rc]),
                     name=tag + "_wino_mm", tag="winograd_gemm")
     re, rn = te.reduce_axis(a, "re"), te.reduce_axis(a, "rn")
 
@@ -112,7 +113,7 @@ def winograd_conv2d(x: te.Tensor, u: te.Tensor, attrs: Attrs,
 
     def y_element(b: Expr, oc: Expr, y: Expr, z: Expr) -> Expr:
         p = b * (th * tw) + (y // m) * tw + z // m
-        return te.sum(mm[re.var, rn.var, oc, p] * coefficient(y % m, re.var)
+        return te.sum(mm[re.var, rn.var, p, oc] * coefficient(y % m, re.var)
                       * coefficient(z % m, rn.var), [re, rn])
 
     return te.compute(out_shape, y_element, name=tag, tag="winograd_output")

@@ -1,0 +1,68 @@
+"""The Winograd convolution compute (ops/winograd.py) equals the direct one.
+
+``group_compute`` builds it when a weight input is to be read transformed; unscheduled
+(every stage a plain loop nest at root), the interpreter must give the direct
+convolution's result for any padding, odd sizes (partial tiles) and batch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tensorsmith.ir import GraphBuilder
+from tensorsmith.ir.build import fused_groups
+from tensorsmith.ir.lowering import group_compute, lower_group, weight_transforms
+from tensorsmith.ir.ops.winograd import eligible
+from tensorsmith.ir.schedules import schedule_cpu
+from tensorsmith.ir.te.evaluate import run_func
+from tensorsmith.ir.te.schedule import Schedule
+
+
+def _group(size: tuple[int, int], pads: list[int], batch: int):  # noqa: ANN202
+    rng = np.random.default_rng(0)
+    b = GraphBuilder("conv")
+    x = b.input("x", (batch, 3, *size), "float32")
+    w = b.constant("w", rng.standard_normal((4, 3, 3, 3)).astype("float32"))
+    h = b.add1("conv2d", [x, w], {"pads": pads}, name="conv")
+    _, groups, _ = fused_groups(b.finish([b.add1("relu", [h], name="relu")]))
+    return groups[0]
+
+
+def _run(func, arrays):  # noqa: ANN001, ANN202
+    bufs = [a.copy() for a in func.stored_inputs(arrays)] + [
+        np.zeros(p.shape, p.dtype) for p in func.params[len(arrays):]]
+    run_func(func, bufs)
+    return bufs[len(arrays)]
+
+
+@pytest.mark.parametrize("transform", ["winograd_f2_3", "winograd_f4_3"])
+@pytest.mark.parametrize("size,pads,batch", [
+    ((5, 6), [1, 1, 1, 1], 1), ((7, 7), [0, 0, 0, 0], 1), ((4, 9), [1, 0, 2, 1], 2)])
+def test_unscheduled_winograd_equals_direct(transform: str, size, pads, batch) -> None:  # noqa: ANN001
+    group = _group(size, pads, batch)
+    inputs, outputs = group_compute(group, {1: transform})
+    assert inputs[1].shape == ((4, 4, 3, 4) if transform.endswith("2_3") else (6, 6, 3, 4))
+    s = Schedule(outputs)
+    tags = [st.tensor.op.tag for st in s.stages]
+    assert {"winograd_input", "winograd_gemm", "winograd_output"} <= set(tags)
+    reader = next(st for st in s.stages if st.tensor.op.tag == "winograd_gemm")
+    s.layout(reader.name, "in1", (0, 1, 2, 3), None, transform)
+    assert weight_transforms(s.steps) == {1: transform}
+    func = lower_group(group, "k", schedule_cpu, list(s.steps))
+    assert func.attrs["layouts"] == {1: {"order": [0, 1, 2, 3], "block": None,
+                                         "transform": transform}}
+    rng = np.random.default_rng(1)
+    arrays = [rng.standard_normal(v.shape).astype("float32") if not v.is_constant else v.data
+              for v in group.inputs]
+    want = _run(lower_group(group, "r", schedule_cpu), arrays)
+    np.testing.assert_allclose(_run(func, arrays), want, rtol=1e-4,
+                               atol=1e-4 * np.abs(want).max())
+
+
+def test_eligible_convolutions() -> None:
+    f2 = "winograd_f2_3"
+    assert eligible({"pads": [1, 1, 1, 1]}, (8, 4, 3, 3), f2)
+    assert not eligible({"strides": [2, 2]}, (8, 4, 3, 3), f2)
+    assert not eligible({"dilations": [2, 2]}, (8, 4, 3, 3), f2)
+    assert not eligible({"groups": 4}, (8, 1, 3, 3), f2)
+    assert not eligible({}, (8, 4, 5, 5), f2)
