@@ -187,17 +187,39 @@ class KernelEmitter:
         pool = self._declare("tsm_parallel_for", ir.FunctionType(VOID, [PTR, PTR, I64]))
         b.call(pool, [body_fn, closure, ir.Constant(I64, s.extent)])
 
-        inner = KernelEmitter(self.module, self.func, fast_math=bool(self.flags))
-        inner.outlined = self.outlined * 100
+        # The body proper takes every buffer as a ``noalias`` argument: the step's
+        # buffers never overlap (the memory plan gives each live tensor its own range),
+        # and once it is inlined LLVM may reuse a loaded value across stores to other
+        # buffers (a Winograd input transform reads each patch element once, not once
+        # per output). The outlined entry only unpacks the closure and calls it.
+        params = self.func.params
+        impl = ir.Function(self.module, ir.FunctionType(
+            VOID, [PTR] * (1 + len(params)) + [I64] * (2 + len(captured))), name + ".body")
+        impl.linkage = "internal"
+        impl.attributes.add("alwaysinline")
+        for arg in impl.args[1:1 + len(params)]:
+            arg.add_attribute("noalias")
         ib = ir.IRBuilder(body_fn.append_basic_block("entry"))
         cl, begin, end = body_fn.args
         args = ib.inttoptr(ib.load(cl, typ=I64), PTR)
-        inner._bind_buffers(ib, args)
-        for i, v in enumerate(captured, start=1):
-            inner.vars[id(v)] = ib.load(ib.gep(cl, [ir.Constant(I64, i)], source_etype=I64),
-                                        typ=I64)
-        inner._loop(ib, s.var, begin, end, s.body)
+        pointers = [ib.load(ib.gep(args, [ir.Constant(I64, i)], inbounds=True,
+                                   source_etype=PTR), typ=PTR) for i in range(len(params))]
+        values = [ib.load(ib.gep(cl, [ir.Constant(I64, i)], source_etype=I64), typ=I64)
+                  for i in range(1, 1 + len(captured))]
+        ib.call(impl, [args, *pointers, begin, end, *values])
         ib.ret_void()
+
+        inner = KernelEmitter(self.module, self.func, fast_math=bool(self.flags))
+        inner.outlined = self.outlined * 100
+        jb = ir.IRBuilder(impl.append_basic_block("entry"))
+        inner.args_value = impl.args[0]  # for a parallel loop nested in this one
+        for buf, arg in zip(params, impl.args[1:], strict=False):
+            inner.bufs[id(buf)] = arg
+        start, stop, *rest = impl.args[1 + len(params):]
+        for v, value in zip(captured, rest, strict=True):
+            inner.vars[id(v)] = value
+        inner._loop(jb, s.var, start, stop, s.body)
+        jb.ret_void()
 
     def _store(self, b: ir.IRBuilder, s: Store) -> None:
         value = self.expr(b, s.value)
