@@ -25,14 +25,14 @@ ALGORITHMS = ["direct", "winograd_f2_3", "winograd_f4_3"]
 
 def _conv(size: tuple[int, int] = (7, 9), pads: tuple[int, ...] = (1, 1, 1, 1),
           strides: tuple[int, int] = (1, 1), kernel: int = 3, batch: int = 1,
-          weight_is_input: bool = False) -> Graph:
+          weight_is_input: bool = False, dtype: str = "float32") -> Graph:
     rng = np.random.default_rng(0)
     b = GraphBuilder("conv")
-    x = b.input("x", (batch, 5, *size), "float32")
+    x = b.input("x", (batch, 5, *size), dtype)
     shape = (6, 5, kernel, kernel)
-    w = (b.input("w", shape, "float32") if weight_is_input
-         else b.constant("w", rng.standard_normal(shape).astype("float32")))
-    bias = b.constant("bias", rng.standard_normal((1, 6, 1, 1)).astype("float32"))
+    w = (b.input("w", shape, dtype) if weight_is_input
+         else b.constant("w", rng.standard_normal(shape).astype(dtype)))
+    bias = b.constant("bias", rng.standard_normal((1, 6, 1, 1)).astype(dtype))
     h = b.add1("conv2d", [x, w], {"pads": list(pads), "strides": list(strides)}, name="conv")
     return b.finish([b.add1("relu", [b.add1("add", [h, bias], name="bias")], name="relu")])
 
@@ -68,7 +68,7 @@ def _reference(task: Task, arrays: list[np.ndarray]) -> np.ndarray:
 def test_offered_only_where_it_computes_the_convolution() -> None:
     assert [a.name for a in SearchSpace(_task(_conv())).algorithms] == ALGORITHMS
     for graph in (_conv(strides=(2, 2)), _conv(kernel=1, pads=(0, 0, 0, 0)),
-                  _conv(weight_is_input=True)):
+                  _conv(weight_is_input=True), _conv(dtype="float64")):
         space = SearchSpace(_task(graph))
         assert [a.name for a in space.algorithms] == ["direct"]
         assert "algorithm" not in [k.name for _, k in space.knobs]

@@ -213,7 +213,8 @@ def fast_convolutions(task: Task) -> dict[str, dict[int, str]]:
     for transform in FAST_CONVOLUTIONS:
         found = {}
         for node in group.nodes:
-            if node.op != "conv2d" or node.inputs[1].uid not in index:
+            if (node.op != "conv2d" or node.inputs[1].uid not in index
+                    or node.inputs[0].dtype != "float32"):  # the tables are float32
                 continue
             i = index[node.inputs[1].uid]
             if i in task.constant_inputs and eligible(node.attrs, node.inputs[1].shape,
