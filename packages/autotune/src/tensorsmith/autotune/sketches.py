@@ -426,12 +426,11 @@ class TiledSketch(Sketch):
             # a block's weights are one sequential run (blocks of the vector width when
             # it divides the channels, else the whole output-channel axis last).
             vec_axis, row_axis, vec, rows = spatial[1], spatial[-1], v["cvec"], v["crows"]
-            if self.weight is None:
-                pass
-            elif self.extent[vec_axis] % vec == 0:
-                s.layout(st, self.weight, (0, 2, 3, 4, 1), (0, vec))
-            else:
-                s.layout(st, self.weight, (1, 2, 3, 0))
+            if self.weight is not None:  # (a Winograd output transform reads no weight)
+                if self.extent[vec_axis] % vec == 0:
+                    s.layout(st, self.weight, (0, 2, 3, 4, 1), (0, vec))
+                else:
+                    s.layout(st, self.weight, (1, 2, 3, 0))
         elif v.get("flatten"):  # a 1x1 convolution: one vector axis over the whole image
             spatial[-2:] = [s.fuse(st, spatial[-2], spatial[-1])]
             vec_axis = spatial[-1]

@@ -143,7 +143,6 @@ class SearchSpace(KnobSpace):
         self.algorithms = [self._algorithm(task, "direct", {})]
         for transform, found in fast_convolutions(task).items():
             self.algorithms.append(self._algorithm(task, transform, found))
-        self.outputs = self.algorithms[0].outputs
         self.sketches: list[Any] = list(self.algorithms[0].sketches)
         self.owner = [0] * len(self.sketches)  # the algorithm each sketch belongs to
         if len(self.algorithms) > 1:

@@ -6,6 +6,8 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 
+from tensorsmith.runtime.winograd import transformed_shape
+
 from . import te
 from .errors import ModelError
 from .graph import Value
@@ -24,8 +26,6 @@ def group_compute(group: FusedGroup, transforms: Mapping[int, str] | None = None
     ``transforms`` maps input indices to weight transforms (``weight_transforms``): such
     an input's placeholder is the transformed weight, and the ops reading it are told
     (attribute ``weight_transform``) to compute with it, e.g. a Winograd convolution."""
-    from tensorsmith.runtime.winograd import transformed_shape
-
     transforms = transforms or {}
     env: dict[int, Tensor] = {}
     transformed: dict[int, str] = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from tensorsmith.ir.te.evaluate import BINARY_OPS
 from tensorsmith.ir.te.expr import (
     COMPARISONS,
     Binary,
@@ -44,12 +45,9 @@ I8 = ir.IntType(8)
 I1 = ir.IntType(1)
 VOID = ir.VoidType()
 FAST = ("nnan", "ninf", "nsz", "arcp", "contract", "afn", "reassoc")
-_STATIC_OPS = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-    "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b,
-    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
-    "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
-    "and": lambda a, b: bool(a) and bool(b), "or": lambda a, b: bool(a) or bool(b)}
+# Integer ops ``static_value`` folds, with the interpreter's semantics (BINARY_OPS).
+_STATIC_OPS = frozenset({"add", "sub", "mul", "floordiv", "floormod", "eq", "ne", "lt", "le",
+                         "gt", "ge", "and", "or"})
 _NO_NAN_FLAGS = ("contract", "reassoc", "nsz", "arcp", "afn")
 
 _LLVM_TYPES = {"float32": ir.FloatType(), "float64": ir.DoubleType(), "float16": ir.HalfType(),
@@ -98,11 +96,15 @@ class KernelEmitter:
         return fn
 
     def _bind_buffers(self, b: ir.IRBuilder, args: ir.Value) -> None:
-        for i, buf in enumerate(self.func.params):
-            slot = b.gep(args, [ir.Constant(I64, i)], inbounds=True, source_etype=PTR)
-            ptr = b.load(slot, name=_ident(buf.name), typ=PTR)
+        for buf, ptr in zip(self.func.params, self._load_buffers(b, args), strict=True):
             self.bufs[id(buf)] = ptr
         self.args_value = args
+
+    def _load_buffers(self, b: ir.IRBuilder, args: ir.Value) -> list[ir.Value]:
+        """The buffer pointers of ``args`` (``void **``), one per param."""
+        return [b.load(b.gep(args, [ir.Constant(I64, i)], inbounds=True, source_etype=PTR),
+                       name=_ident(buf.name), typ=PTR)
+                for i, buf in enumerate(self.func.params)]
 
     # -- statements ----------------------------------------------------------------
     def stmt(self, b: ir.IRBuilder, s: Stmt) -> None:
@@ -202,8 +204,7 @@ class KernelEmitter:
         ib = ir.IRBuilder(body_fn.append_basic_block("entry"))
         cl, begin, end = body_fn.args
         args = ib.inttoptr(ib.load(cl, typ=I64), PTR)
-        pointers = [ib.load(ib.gep(args, [ir.Constant(I64, i)], inbounds=True,
-                                   source_etype=PTR), typ=PTR) for i in range(len(params))]
+        pointers = self._load_buffers(ib, args)
         values = [ib.load(ib.gep(cl, [ir.Constant(I64, i)], source_etype=I64), typ=I64)
                   for i in range(1, 1 + len(captured))]
         ib.call(impl, [args, *pointers, begin, end, *values])
@@ -213,7 +214,7 @@ class KernelEmitter:
         inner.outlined = self.outlined * 100
         jb = ir.IRBuilder(impl.append_basic_block("entry"))
         inner.args_value = impl.args[0]  # for a parallel loop nested in this one
-        for buf, arg in zip(params, impl.args[1:], strict=False):
+        for buf, arg in zip(params, impl.args[1:1 + len(params)], strict=True):
             inner.bufs[id(buf)] = arg
         start, stop, *rest = impl.args[1 + len(params):]
         for v, value in zip(captured, rest, strict=True):
@@ -277,7 +278,7 @@ class KernelEmitter:
             y = None if x is None else self.static_value(e.b)
             if y is None or (e.op in ("floordiv", "floormod") and y == 0):
                 return None
-            return int(_STATIC_OPS[e.op](x, y))
+            return int(BINARY_OPS[e.op](x, y))
         return None
 
     def expr_with(self, b: ir.IRBuilder, e: Expr, values: list[ir.Value]) -> ir.Value:

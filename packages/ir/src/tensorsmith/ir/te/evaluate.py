@@ -23,7 +23,8 @@ from .expr import Binary, Call, Cast, Const, Expr, Load, Select, Var
 from .stmt import Allocate, Barrier, For, IfThenElse, PrimFunc, Seq, Stmt, Store
 from .visit import walk_stmts
 
-_BIN: dict[str, Callable[[Any, Any], Any]] = {
+#: Python semantics of each binary op (floor division and modulo, as the IR defines them).
+BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
         "div": lambda a, b: a / b, "floordiv": lambda a, b: a // b,
         "floormod": lambda a, b: a % b, "max": max, "min": min, "lt": lambda a, b: a < b,
@@ -118,7 +119,7 @@ class _Interp:
         if isinstance(e, Load):
             return self.mem[id(e.buffer)][int(self.expr(e.indices[0]))]  # type: ignore[call-overload]
         if isinstance(e, Binary):
-            return _BIN[e.op](self.expr(e.a), self.expr(e.b))
+            return BINARY_OPS[e.op](self.expr(e.a), self.expr(e.b))
         if isinstance(e, Call):
             return _CALL[e.fn](*[self.expr(a) for a in e.args])
         if isinstance(e, Cast):
