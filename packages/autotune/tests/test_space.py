@@ -34,9 +34,16 @@ def _batched_and_reduce():
     return b.finish([s])
 
 
+def _row_softmax():
+    b = GraphBuilder()
+    x = b.input("x", (4, 37), "float32")
+    return b.finish([b.add1("softmax", [x], {"axis": -1}, name="sm")])
+
+
 def _tasks():
     out = []
-    for graph in (mlp(batch=3, sizes=(9, 7, 7, 5)), convnet(), _batched_and_reduce()):
+    for graph in (mlp(batch=3, sizes=(9, 7, 7, 5)), convnet(), _batched_and_reduce(),
+                  _row_softmax()):
         out += extract_tasks(graph)
     return out
 
@@ -60,6 +67,53 @@ def test_sampled_and_mutated_candidates_match_default(index: int) -> None:
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=atol * max(1.0, np.abs(w).max()),
                                        err_msg=str(steps))
     assert seen > 3 or space.size() < 100
+
+
+def _rfactor_configs(space: SearchSpace) -> list[tuple]:
+    """The default config with one reduction's ``rfactor`` set, for every choice."""
+    out = []
+    for i, (_, knob) in enumerate(space.knobs):
+        for lanes in knob.choices[1:] if knob.name == "rfactor" else ():
+            config = list(space.default())
+            config[i] = lanes
+            out.append(tuple(config))
+    return out
+
+
+def test_rfactor_candidates_match_default() -> None:
+    """Each softmax reduction vectorized along its row (37 long: the last vector of 8 or
+    16 lanes is partly masked) gives the default's result, in the interpreter and built
+    by llvm."""
+    (task,) = extract_tasks(_row_softmax())
+    space = SearchSpace(task)
+    configs = [c for c in _rfactor_configs(space) if space.valid(c)]
+    assert len(configs) == 4  # 8 or 16 lanes, for the max and for the sum
+    arrays = random_inputs(task, seed=1)
+    (want,) = interpret(task, schedule_cpu(task.compute()[1]), arrays)
+    for config in configs:
+        steps = space.steps(config)
+        assert any(s.kind == "rfactor" for s in steps)
+        (got,) = interpret(task, space.schedule(config), arrays)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=str(steps))
+
+
+def test_llvm_built_rfactor_candidate_matches_numpy(tmp_path) -> None:
+    needs_llvm()
+    import tensorsmith.runtime as rt
+    from tensorsmith.autotune.artifact import export_candidate
+
+    (task,) = extract_tasks(_row_softmax())
+    space = SearchSpace(task)
+    (x,) = random_inputs(task, seed=2)
+    want = np.exp(x - x.max(axis=1, keepdims=True))
+    want /= want.sum(axis=1, keepdims=True)
+    both = list(space.default())  # 16 lanes for the max and for the sum
+    for i, (_, knob) in enumerate(space.knobs):
+        if knob.name == "rfactor":
+            both[i] = 16
+    export_candidate(task, space.steps(tuple(both)), tmp_path / "c.so")
+    (got,) = rt.load(tmp_path / "c.so").run({0: x})
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 def test_matmul_candidates_match_numpy() -> None:

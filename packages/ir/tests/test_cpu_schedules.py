@@ -82,3 +82,30 @@ def test_small_image_with_far_rows_keeps_row_vectors() -> None:
                                                            "strides": [2, 2]})
     assert not any(isinstance(s, For) and s.var.name.startswith("t0_i2.t0_i3")
                    for s in walk_stmts(func.body))
+
+
+def test_bias_add_after_a_batch_one_matmul_rides_the_write_back() -> None:
+    """The bias add of ``[1, M, K] @ [K, N] + b`` reads the product at ``(0, i, j)`` (a
+    broadcast of the size-1 batch axis folds to the constant 0): still its own index, so
+    it is applied at the tile's write-back, without a scratch buffer and a second pass."""
+    from tensorsmith.ir import GraphBuilder
+    from tensorsmith.ir.build import fused_groups
+    from tensorsmith.ir.lowering import group_compute
+
+    b = GraphBuilder("dense")
+    x = b.input("x", (1, 5, 8), "float32")
+    w = b.constant("w", rng.standard_normal((8, 6)).astype("float32"))
+    bias = b.constant("b", rng.standard_normal((6,)).astype("float32"))
+    y = b.add1("add", [b.add1("matmul", [x, w], name="mm"), bias], name="bias")
+    _, groups, _ = fused_groups(b.finish([y]))
+    inputs, outputs = group_compute(groups[0])
+    sched = schedule_cpu(outputs)
+    assert sched[outputs[0].name].merged
+    func = te.lower(sched, inputs, outputs)
+    assert len(func.params) == 4  # x, w, b, output: no scratch for the product
+    arrays = [rng.standard_normal((1, 5, 8)).astype("float32"),
+              *(v.data for v in groups[0].inputs[1:])]
+    bufs = [*arrays, np.zeros((1, 5, 6), "float32")]
+    run_func(func, bufs)
+    np.testing.assert_allclose(bufs[3], arrays[0] @ arrays[1] + arrays[2], rtol=1e-5,
+                               atol=1e-5)

@@ -46,6 +46,12 @@ STEPS = {
     "inline": lambda s: s.compute_inline("C"),
     "cache_write_tail_rows": lambda s: (s.split("C", "C_i0", 2), s.cache_write("C", "C_i0.o")),
     "cache_write_split_reduce": lambda s: (s.split("C", "k", 3), s.cache_write("C", "C_i0")),
+    # k = 7 in 3 lanes: the last k.o iteration masks two lanes off
+    "rfactor_vector_lanes": lambda s: (s.split("C", "k", 3), s.cache_write("C", "C_i0"),
+                                       s.rfactor("C", "k.i"), s.vectorize("C", "k.i")),
+    "rfactor_below_a_tile": lambda s: (s.split("C", "k", 4), s.reorder("C", "C_i0", "k.o",
+                                       "k.i", "C_i1"), s.cache_write("C", "C_i0"),
+                                       s.rfactor("C", "k.o")),
 }
 
 
@@ -62,6 +68,42 @@ def test_schedule_step_matches_numpy(step: str) -> None:
         "float32")
     (out,) = run(s, [a, b], [d], [x, y])
     np.testing.assert_allclose(out, reference(x, y), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("combiner", ["sum", "max"])
+@pytest.mark.parametrize("length,lanes", [(128, 16), (37, 8), (5, 8), (20, 3)])
+def test_rfactor_row_reduction(combiner: str, length: int, lanes: int) -> None:
+    """Lanes that accumulate apart, then fold in halving steps, give the row's sum/max;
+    lanes past the row's end (a non-dividing split) keep the identity."""
+    a = te.placeholder((6, length), name="A")
+    k = te.reduce_axis(length, "k")
+    reducer = te.sum if combiner == "sum" else te.max
+    c = te.compute((6,), lambda i: reducer(a[i, k], k), name="C")
+    s = te.create_schedule(c)
+    _, lane = s.split("C", "k", lanes)
+    s.cache_write("C", "C_i0")
+    s.rfactor("C", lane)
+    s.vectorize("C", lane)
+    x = rng.standard_normal((6, length)).astype("float32")
+    (out,) = run(s, [a], [c], [x])
+    want = x.sum(axis=1) if combiner == "sum" else x.max(axis=1)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def test_rfactor_needs_a_reduce_loop_and_a_cache_write() -> None:
+    a, b, _, d = matmul_relu(4, 5, 6)
+    s = te.create_schedule(d)
+    with pytest.raises(ValueError, match="needs a reduce loop"):
+        s.rfactor("C", "C_i1")
+    s.rfactor("C", "k")
+    with pytest.raises(ValueError, match="rfactor needs a cache_write"):
+        te.lower(s, [a, b], [d])
+    s = te.create_schedule(d)
+    s.reorder("C", "k", "C_i0", "C_i1")
+    s.cache_write("C", "C_i0")
+    s.rfactor("C", "k")
+    with pytest.raises(ValueError, match="must be below the cache_write loop"):
+        te.lower(s, [a, b], [d])
 
 
 def test_steps_replay_from_json() -> None:

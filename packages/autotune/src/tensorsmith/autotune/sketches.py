@@ -216,7 +216,14 @@ class ElementwiseSketch(Sketch):
 
 
 class ReductionSketch(Sketch):
-    """A reduction not worth a register tile (softmax sums, reductions along a row)."""
+    """A reduction not worth a register tile (softmax sums, reductions along a row).
+
+    Either vector lanes run across outputs (``chunk``: each lane reduces its own output,
+    reading with the outputs' stride), or, with ``rfactor``, across the innermost reduce
+    axis: that axis is split by the lane count, each lane accumulates every lanes-th
+    element in a local vector, and the lanes are combined once at the end. The default
+    rules never do the latter, because it reassociates the sum (see ir/schedules/cpu.py);
+    the tuner may, because the runner checks every candidate against the default."""
 
     kind = "reduction"
 
@@ -229,9 +236,17 @@ class ReductionSketch(Sketch):
         self.knobs = (
             Knob("chunk", _choices(self.space_extent, (0, 4, 8, 16, 32, 64)) if self.spatial
                  else (0,), 0),
+            Knob("rfactor", _choices(self.rlast // 2, (0, 8, 16, 32, 64)) if self.spatial
+                 else (0,), 0),
             Knob("rsplit", _choices(self.rlast - 1, (0, 4, 8, 16)), 0),
             Knob("parallel", (False, True), _work(stage) >= PARALLEL_MIN_WORK),
         )
+
+    def valid(self, v: Values) -> bool:
+        # One vector loop: lanes run across outputs or along the reduction, not both.
+        if v["rfactor"] and v["chunk"]:
+            return False
+        return v["rfactor"] * max(v["rsplit"], 1) <= self.rlast
 
     def apply(self, s: Schedule, v: Values) -> None:
         st = self.stage
@@ -240,13 +255,22 @@ class ReductionSketch(Sketch):
         if fused is not None and v["chunk"] and v["chunk"] < self.space_extent:
             outer, inner = s.split(st, fused, v["chunk"])
         reduce = list(self.reduce)
+        lanes = None
+        if v["rfactor"] and reduce and fused is not None:
+            ro, lanes = s.split(st, reduce[-1], v["rfactor"])
+            reduce[-1:] = [ro, lanes]
         if v["rsplit"] and reduce:
-            ro, ri = s.split(st, reduce[-1], v["rsplit"])
-            reduce[-1:] = [ro, ri]
+            at = len(reduce) - (2 if lanes is not None else 1)  # the loop above the lanes
+            ro, ri = s.split(st, reduce[at], v["rsplit"])
+            reduce[at:at + 1] = [ro, ri]
             s.unroll(st, ri)
         order = [x for x in (outer, *reduce, inner) if x is not None]
         if order != [lf.name for lf in s[st].leaves]:
             s.reorder(st, *order)
+        if lanes is not None and outer is not None:
+            s.cache_write(st, outer)
+            s.rfactor(st, lanes)
+            s.vectorize(st, lanes)
         if inner is not None:
             s.vectorize(st, inner)
         if outer is not None and v["parallel"] and s[st].leaf(outer).extent > 1:

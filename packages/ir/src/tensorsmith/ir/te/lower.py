@@ -20,10 +20,24 @@ import numpy as np
 from tensorsmith.runtime.layouts import stored_shape
 
 from . import allreduce, tiles
-from .expr import Const, Expr, Load, Reduce, Var, as_expr, binary, const, maximum, minimum, same
+from .expr import (
+    INDEX,
+    Const,
+    Expr,
+    Load,
+    Reduce,
+    Var,
+    as_expr,
+    binary,
+    const,
+    maximum,
+    minimum,
+    same,
+    select,
+)
 from .schedule import Fuse, Layout, Leaf, Schedule, Split, Stage
 from .simplify import simplify
-from .stmt import Allocate, Buffer, For, PrimFunc, Seq, Stmt, Store, guarded
+from .stmt import Allocate, Buffer, For, PrimFunc, Seq, Stmt, Store, all_of, guarded
 from .tensor import Tensor
 from .visit import rewrite, substitute
 
@@ -109,6 +123,9 @@ class _Lowerer:
         fills = None
         if st.cache_reads:
             fills, body = self._stage_tiles(st, values)
+        if st.rfactor is not None and st.cache_at is None:
+            raise ValueError(f"{st.name}: rfactor needs a cache_write (the accumulators "
+                             "live in its local buffer)")
         if isinstance(body, Reduce):
             if st.cache_at is not None:
                 return self._cached_reduction(st, body, values, guards, out, index, fills)
@@ -161,20 +178,34 @@ class _Lowerer:
         pos = st.leaves.index(st.leaf(st.cache_at or "")) + 1
         below = st.leaves[pos:]
         tile = [lf for lf in below if not lf.reduce]
-        local = Buffer(f"{st.name}.local", tuple(lf.extent for lf in tile) or (1,), out.dtype,
-                       "local")
-        local_index: Expr = const(0)
+        lanes = [st.leaf(st.rfactor)] if st.rfactor is not None else []
+        if lanes and lanes[0] not in below:
+            raise ValueError(f"{st.name}: the rfactor loop {st.rfactor} must be below the "
+                             f"cache_write loop {st.cache_at}")
+        local = Buffer(f"{st.name}.local", tuple(lf.extent for lf in tile + lanes) or (1,),
+                       out.dtype, "local")
+        tile_index: Expr = const(0)
         for lf in tile:
-            local_index = local_index * lf.extent + (const(0) if lf.extent == 1 else lf.var)
+            tile_index = tile_index * lf.extent + (const(0) if lf.extent == 1 else lf.var)
+        local_index, first_lane = tile_index, tile_index
+        if lanes:
+            first_lane = tile_index * lanes[0].extent
+            local_index = first_lane + lanes[0].var
         clamped, lane_guards = _root_values(st, clamp=True)
         lane_guards = [g for g in (simplify(g, self.bounds) for g in lane_guards)
                        if not (isinstance(g, Const) and g.value)]
         inner = self.expr(substitute(body.body, clamped))
-        update = guarded(Store(local, local_index, combine(
-            body.combiner, Load(local, (local_index,), out.dtype), inner)), lane_guards)
+        acc = Load(local, (local_index,), out.dtype)
+        value = combine(body.combiner, acc, inner)
+        if lanes and lane_guards:
+            # A vector store to a local tile ignores the lane mask (its tail lanes are
+            # scratch in a spatial tile); rfactor lanes are accumulators: keep them.
+            value = select(all_of(lane_guards), value, acc)
+        update = guarded(Store(local, local_index, value), lane_guards)
         spatial_guards = [g for g in guards if not _mentions_reduce(g, st)]
-        init = _nest(tile, Store(local, local_index, identity(body.combiner, out.dtype)))
-        result: Expr = Load(local, (local_index,), out.dtype)
+        init = _nest(tile + lanes, Store(local, local_index, identity(body.combiner,
+                                                                      out.dtype)))
+        result: Expr = Load(local, (first_lane,), out.dtype)
         if st.epilogue is not None:
             cop = st.epilogue.tensor.op
             assert cop is not None
@@ -184,9 +215,29 @@ class _Lowerer:
             result = self.expr(substitute(cop.body, cvalues))
             del self.overrides[st.tensor.uid]
             out = self.buffers[st.epilogue.tensor.uid]
-        write = _nest(tile, guarded(Store(out, index, result), spatial_guards))
+        write: Stmt = guarded(Store(out, index, result), spatial_guards)
+        if lanes:
+            write = Seq([_fold_lanes(local, first_lane, lanes[0].extent, body.combiner), write])
+        write = _nest(tile, write)
         nest = Allocate(local, Seq([init, _nest(below, update, wrap=fills), write]))
         return _nest(st.leaves[:pos], nest, wrap=fills)
+
+
+def _fold_lanes(local: Buffer, first: Expr, extent: int, combiner: str) -> Stmt:
+    """Combine the ``extent`` accumulators an rfactor loop left at ``local[first:]`` into
+    ``local[first]`` in halving steps: each step is one vector operation, log2 of them."""
+    steps: list[Stmt] = []
+    width = extent
+    while width > 1:
+        half = width // 2
+        lane = Var(f"{local.name}.fold{width}", INDEX)
+        dst = simplify(first + lane, {}) if half > 1 else first
+        src = simplify(dst + (width - half), {})
+        update = Store(local, dst, combine(combiner, Load(local, (dst,), local.dtype),
+                                           Load(local, (src,), local.dtype)))
+        steps.append(For(lane, half, "vectorized", update) if half > 1 else update)
+        width -= half
+    return Seq(steps)
 
 
 def _mentions_reduce(cond: Expr, st: Stage) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .expr import INDEX, IterVar, Var
+from .expr import INDEX, Const, IterVar, Var
 from .tensor import Tensor
 
 
@@ -101,6 +101,7 @@ class Stage:
     relations: list[Split | Fuse] = field(default_factory=list)
     inline: bool = False
     cache_at: str | None = None  # accumulate in a local buffer below this loop
+    rfactor: str | None = None  # a reduce loop below cache_at whose iterations accumulate apart
     epilogue: Stage | None = None  # elementwise consumer applied at write-back
     merged: bool = False  # this stage runs as another stage's epilogue
     cache_reads: list[CacheRead] = field(default_factory=list)
@@ -183,6 +184,17 @@ class Schedule:
         below loop ``at``, written back to memory once the reduction is done."""
         self.apply(Step("cache_write", _name(stage), (at,)))
 
+    def rfactor(self, stage: Tensor | str, leaf: str) -> None:
+        """Give each iteration of reduce loop ``leaf`` (below the stage's cache_write) its own
+        accumulator in the local buffer, combined into one when the reduction is done.
+
+        Vectorized, the loop's lanes then accumulate side by side (a sum along a row in
+        full vectors, not one element at a time), and independent accumulators break the
+        dependency chain of one. It reassociates the reduction, so results differ from
+        the sequential order in the last bits of floating point. Apply it once the loop
+        structure is final."""
+        self.apply(Step("rfactor", _name(stage), (leaf,)))
+
     def cache_read(self, stage: Tensor | str, tensor: Tensor | str, scope: str, at: str,
                    prefetch: bool = False) -> None:
         """Stage the part of ``tensor`` that the loops below ``at`` read into a ``scope``
@@ -263,6 +275,11 @@ class Schedule:
         st.leaf(at)
         st.cache_at = at
 
+    def _rfactor(self, st: Stage, leaf_name: str) -> None:
+        if not st.leaf(leaf_name).reduce:
+            raise ValueError(f"rfactor needs a reduce loop; {leaf_name} of {st.name} is not one")
+        st.rfactor = leaf_name
+
     def _cache_read(self, st: Stage, tensor: str, scope: str, at: str,
                     prefetch: bool = False) -> None:
         if scope not in ("shared", "local"):
@@ -297,10 +314,12 @@ class Schedule:
         if st.cache_at is None or op is None or op.reduce_axes:
             raise ValueError("fuse_epilogue needs a cache_write reduction and an "
                              "elementwise consumer")
-        axes = [a.var for a in op.axes]
         for load in collect_loads(op.body):
-            if load.buffer is st.tensor and (len(load.indices) != len(axes) or any(
-                    i is not a for i, a in zip(load.indices, axes))):
+            # A broadcast's read of a size-1 axis is the constant 0, which is the same index.
+            if load.buffer is st.tensor and (len(load.indices) != len(op.axes) or any(
+                    i is not a.var and not (a.extent == 1 and isinstance(i, Const)
+                                            and i.value == 0)
+                    for i, a in zip(load.indices, op.axes))):
                 raise ValueError(f"{consumer} reads {st.name} at other indices than its own")
         if cons.tensor.shape != st.tensor.shape:
             raise ValueError(f"{consumer} and {st.name} differ in shape")

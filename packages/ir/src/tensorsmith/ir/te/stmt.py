@@ -111,11 +111,14 @@ class PrimFunc:
         return print_func(self)
 
 
-def guarded(s: Stmt, conds: list[Expr]) -> Stmt:
-    """``s`` run only where every condition holds (``s`` itself when there are none)."""
-    if not conds:
-        return s
+def all_of(conds: list[Expr]) -> Expr:
+    """The conjunction of one or more conditions."""
     cond = conds[0]
     for c in conds[1:]:
         cond = binary("and", cond, c)
-    return IfThenElse(cond, s)
+    return cond
+
+
+def guarded(s: Stmt, conds: list[Expr]) -> Stmt:
+    """``s`` run only where every condition holds (``s`` itself when there are none)."""
+    return IfThenElse(all_of(conds), s) if conds else s
