@@ -40,6 +40,24 @@ def test_unary(op: str, tmp_path: Path) -> None:
     check(g, {"x": rng.standard_normal((3, 37)).astype("float32")}, tmp_path)
 
 
+@pytest.mark.parametrize("op,lo,hi,ulps", [("exp", -87.0, 88.0, 2.0), ("erf", -6.0, 6.0, 4.0),
+                                            ("tanh", -12.0, 12.0, 4.0)])
+def test_inline_transcendentals_stay_within_a_few_ulp(op: str, lo: float, hi: float,
+                                                      ulps: float, tmp_path: Path) -> None:
+    """codegen/llvm/fastmath.py's polynomials (vectorized: 64 lanes) over their whole
+    range and densely near 0, against float64 libm."""
+    import math
+
+    x = np.concatenate([np.linspace(lo, hi, 60001), np.linspace(-1, 1, 20001)]).astype(
+        "float32")
+    b = GraphBuilder()
+    g = b.finish([b.add1(op, [b.input("x", x.shape, "float32")], name=op)])
+    (got,) = compile_run(g, {"x": x}, tmp_path)
+    want = np.array([getattr(math, op)(v) for v in x.astype(np.float64)])
+    ulp = np.spacing(np.maximum(np.abs(want), np.finfo(np.float32).tiny).astype(np.float32))
+    assert np.max(np.abs(got - want) / ulp) <= ulps
+
+
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "max", "min", "lt", "eq"])
 def test_broadcast_binary(op: str, tmp_path: Path) -> None:
     b = GraphBuilder()
