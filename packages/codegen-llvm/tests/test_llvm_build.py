@@ -40,7 +40,7 @@ def test_unary(op: str, tmp_path: Path) -> None:
     check(g, {"x": rng.standard_normal((3, 37)).astype("float32")}, tmp_path)
 
 
-@pytest.mark.parametrize("op,lo,hi,ulps", [("exp", -87.0, 88.0, 2.0), ("erf", -6.0, 6.0, 4.0),
+@pytest.mark.parametrize("op,lo,hi,ulps", [("exp", -87.0, 88.0, 2.0), ("erf", -6.0, 6.0, 6.0),
                                             ("tanh", -12.0, 12.0, 4.0)])
 def test_inline_transcendentals_stay_within_a_few_ulp(op: str, lo: float, hi: float,
                                                       ulps: float, tmp_path: Path) -> None:
