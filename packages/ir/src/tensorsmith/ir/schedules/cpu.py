@@ -9,6 +9,10 @@ Rules, per stage of a fused kernel:
   axes are fused into one loop, which the thread pool splits into contiguous chunks —
   each chunk is a unit-stride loop LLVM vectorizes;
 - loops run in parallel only when the stage does enough work to pay for the wake-up.
+
+No rule reassociates a reduction: every output accumulates its terms one after another
+in the compute's axis order, so a default build's rounding does not depend on tile sizes
+or thread counts. Vector lanes along a reduction (``rfactor``) are a tuning choice.
 """
 
 from __future__ import annotations
