@@ -110,6 +110,59 @@ def test_cse_merges_identical_nodes() -> None:
     np.testing.assert_array_equal(_run(after, feeds)[0], before)
 
 
+def _projections(biases: tuple[bool, ...], widths: tuple[int, ...] = (6, 6, 10)):  # noqa: ANN202
+    """Three products of one activation (query/key/value style), each with or without a
+    constant bias, each read by its own transpose."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 5, 8), "float32")
+    outs = []
+    for i, (bias, n) in enumerate(zip(biases, widths)):
+        w = b.constant(f"w{i}", rng.standard_normal((8, n)).astype("float32"))
+        y = b.add1("matmul", [x, w], name=f"mm{i}")
+        if bias:
+            y = b.add1("add", [y, b.constant(f"b{i}", rng.standard_normal(n).astype(
+                "float32"))], name=f"bias{i}")
+        outs.append(b.add1("transpose", [y], {"perm": [0, 2, 1]}, name=f"t{i}"))
+    return b.finish(outs)
+
+
+@pytest.mark.parametrize("biases", [(True, True, True), (False, False, False),
+                                    (True, False, True)])
+def test_products_of_one_activation_merge_into_one(biases: tuple[bool, ...]) -> None:
+    from tensorsmith.ir.passes.merge_matmuls import merge_parallel_matmuls
+
+    g = _projections(biases)
+    feeds = {"x": rng.standard_normal((1, 5, 8)).astype("float32")}
+    before = _run(g, feeds)
+    after = merge_parallel_matmuls(g.copy())
+    after.verify()
+    ops = [n.op for n in after.nodes]
+    assert ops.count("matmul") == 1 and ops.count("slice") == 3
+    # biases merge only when every product has one; otherwise each stays on its slice
+    assert ops.count("add") == (1 if all(biases) else sum(biases))
+    merged = next(n for n in after.nodes if n.op == "matmul")
+    assert merged.outputs[0].shape == (1, 5, 22)
+    for got, want in zip(_run(after, feeds), before, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    groups = fuse_ops(after)  # the bias rides the product; each slice joins its transpose
+    assert sorted(len(gr.nodes) for gr in groups) == sorted(
+        [2 if all(biases) else 1] + [3 if b and not all(biases) else 2 for b in biases])
+
+
+def test_products_of_different_activations_or_weights_stay_apart() -> None:
+    from tensorsmith.ir.passes.merge_matmuls import merge_parallel_matmuls
+
+    b = GraphBuilder()
+    x = b.input("x", (4, 8), "float32")
+    y = b.input("y", (4, 8), "float32")
+    v = b.input("v", (8, 3), "float32")
+    w = b.constant("w", rng.standard_normal((8, 3)).astype("float32"))
+    g = b.finish([b.add1("matmul", [x, w], name="a"), b.add1("matmul", [y, w], name="b"),
+                  b.add1("matmul", [x, v], name="c")])
+    after = merge_parallel_matmuls(g.copy())
+    assert [n.op for n in after.nodes] == ["matmul"] * 3
+
+
 def test_simplify_collapses_chains_and_folds_channel_scale() -> None:
     from tensorsmith.ir.passes import simplify_graph
 

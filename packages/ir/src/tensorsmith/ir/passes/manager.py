@@ -44,12 +44,14 @@ def default_pipeline(opt_level: int = 2) -> PassManager:
     from .cse import eliminate_common_subexpressions
     from .dce import eliminate_dead_code
     from .fold_constants import fold_constants
+    from .merge_matmuls import merge_parallel_matmuls
     from .simplify import simplify_graph
 
     pm = PassManager(opt_level)
     pm.add("fold_constants", fold_constants, 1)
     pm.add("simplify", simplify_graph, 2)
     pm.add("fold_constants", fold_constants, 2)
+    pm.add("merge_parallel_matmuls", merge_parallel_matmuls, 2)
     pm.add("eliminate_common_subexpressions", eliminate_common_subexpressions, 2)
     pm.add("eliminate_dead_code", eliminate_dead_code, 0)
     return pm
