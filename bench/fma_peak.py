@@ -50,6 +50,8 @@ exit:
 
 
 def peak_gflops(threads: int, lanes: int = 16, iterations: int = 20_000_000) -> float:
+    # Its own target machine, not codegen/llvm's cached one: the JIT engine takes
+    # ownership of the machine it is given and frees it with the engine.
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     target = llvm.Target.from_default_triple()

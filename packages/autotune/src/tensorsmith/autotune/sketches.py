@@ -267,8 +267,8 @@ class ReductionSketch(Sketch):
         order = [x for x in (outer, *reduce, inner) if x is not None]
         if order != [lf.name for lf in s[st].leaves]:
             s.reorder(st, *order)
-        if lanes is not None and outer is not None:
-            s.cache_write(st, outer)
+        if lanes is not None:  # (rfactor excludes chunk: outer is the fused spatial loop)
+            s.cache_write(st, fused)
             s.rfactor(st, lanes)
             s.vectorize(st, lanes)
         if inner is not None:

@@ -39,8 +39,9 @@ def _weight_product(node: Node) -> bool:
 
 
 def _bias_of(node: Node, consumers: dict[int, list[Node]], outputs: set[int]
-             ) -> Node | None:
-    """The ``add`` of a constant vector that is the product's only reader, if any."""
+             ) -> tuple[Node, np.ndarray] | None:
+    """The ``add`` of a constant vector that is the product's only reader, and that
+    vector, if any."""
     out = node.outputs[0]
     users = consumers.get(out.uid, [])
     if len(users) != 1 or out.uid in outputs or users[0].op != "add":
@@ -54,15 +55,17 @@ def _bias_of(node: Node, consumers: dict[int, list[Node]], outputs: set[int]
     if add.outputs[0].shape != out.shape or bias.shape[-1:] != (n,) or any(
             d != 1 for d in bias.shape[:-1]):
         return None
-    return add
+    assert bias.data is not None
+    return add, np.asarray(bias.data).reshape(-1)
 
 
 def _merge(graph: Graph, group: list[Node], consumers: dict[int, list[Node]],
            outputs: set[int]) -> None:
     first = group[0]
     lhs = first.inputs[0]
-    biases = [_bias_of(n, consumers, outputs) for n in group]
-    with_bias = all(b is not None for b in biases)
+    found = [_bias_of(n, consumers, outputs) for n in group]
+    biases = [b for b in found if b is not None]
+    with_bias = len(biases) == len(group)
     widths = [n.inputs[1].shape[1] for n in group]
     weight = Graph.constant(f"{first.name}/merged_weight",
                             np.concatenate([n.inputs[1].data for n in group], axis=1))
@@ -73,16 +76,15 @@ def _merge(graph: Graph, group: list[Node], consumers: dict[int, list[Node]],
     results = [n.outputs[0] for n in group]
     removed = {id(n) for n in group}
     if with_bias:
-        vectors = [_bias_vector(b, n.outputs[0]) for b, n in zip(biases, group)]  # type: ignore[arg-type]
-        bias = Graph.constant(f"{first.name}/merged_bias", np.concatenate(vectors))
+        bias = Graph.constant(f"{first.name}/merged_bias",
+                              np.concatenate([vector for _, vector in biases]))
         summed = Value(f"{first.name}/merged_add", merged_shape, dtype)
         new_nodes.append(Node("add", [product, bias], [summed], {}, f"{first.name}/merged_add"))
         product = summed
-        results = [b.outputs[0] for b in biases]  # type: ignore[union-attr]
-        removed |= {id(b) for b in biases}
-    offset = 0
+        results = [add.outputs[0] for add, _ in biases]
+        removed |= {id(add) for add, _ in biases}
+    offset, rank = 0, len(merged_shape)
     for original, width in zip(results, widths):
-        rank = len(merged_shape)
         attrs = {"begin": [0] * (rank - 1) + [offset],
                  "end": [*merged_shape[:-1], offset + width], "step": [1] * rank}
         piece = Value(original.name, original.shape, original.dtype)
@@ -95,9 +97,3 @@ def _merge(graph: Graph, group: list[Node], consumers: dict[int, list[Node]],
     at = sum(1 for n in graph.nodes[:graph.nodes.index(first)] if id(n) not in removed)
     kept = [n for n in graph.nodes if id(n) not in removed]
     graph.nodes = kept[:at] + new_nodes + kept[at:]
-
-
-def _bias_vector(add: Node, product: Value) -> np.ndarray:
-    bias = next(v for v in add.inputs if v is not product)
-    assert bias.data is not None
-    return np.asarray(bias.data).reshape(-1)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .expr import INDEX, Const, IterVar, Var
+from .expr import INDEX, IterVar, Var
 from .tensor import Tensor
 
 
@@ -315,11 +315,9 @@ class Schedule:
             raise ValueError("fuse_epilogue needs a cache_write reduction and an "
                              "elementwise consumer")
         for load in collect_loads(op.body):
-            # A broadcast's read of a size-1 axis is the constant 0, which is the same index.
+            # A size-1 axis has one index (a broadcast reads it as the constant 0).
             if load.buffer is st.tensor and (len(load.indices) != len(op.axes) or any(
-                    i is not a.var and not (a.extent == 1 and isinstance(i, Const)
-                                            and i.value == 0)
-                    for i, a in zip(load.indices, op.axes))):
+                    i is not a.var and a.extent != 1 for i, a in zip(load.indices, op.axes))):
                 raise ValueError(f"{consumer} reads {st.name} at other indices than its own")
         if cons.tensor.shape != st.tensor.shape:
             raise ValueError(f"{consumer} and {st.name} differ in shape")
