@@ -11,26 +11,37 @@ import pytest
 
 from tensorsmith.ir import te
 from tensorsmith.ir.op_registry import TensorType, get_op
-from tensorsmith.ir.schedules import schedule_cpu
+from tensorsmith.ir.schedules import rule_knobs, schedule_cpu
+from tensorsmith.ir.schedules.cpu import register_tile
+from tensorsmith.ir.target import BASELINE_CPU, CpuResources
 from tensorsmith.ir.te.evaluate import run_func
-from tensorsmith.ir.te.stmt import For
+from tensorsmith.ir.te.stmt import For, IfThenElse
 from tensorsmith.ir.te.visit import walk_stmts
 
 rng = np.random.default_rng(5)
+AVX2 = BASELINE_CPU
+AVX512 = CpuResources("avx512", vector_bits=512, vector_registers=32)
+NEON = CpuResources("neon", vector_bits=128, vector_registers=32)
 
 
-def lowered(op: str, shapes: list[tuple[int, ...]], attrs: dict[str, Any]) -> te.PrimFunc:
+def lowered(op: str, shapes: list[tuple[int, ...]], attrs: dict[str, Any],
+            resources: CpuResources = AVX512, constants: frozenset[str] = frozenset()
+            ) -> te.PrimFunc:
     opdef = get_op(op)
     inputs = [te.placeholder(s, "float32", f"in{i}") for i, s in enumerate(shapes)]
     out = opdef.infer([TensorType(s, "float32") for s in shapes], attrs)
     outputs = opdef.compute(inputs, attrs, out, "t0")  # type: ignore[misc]
-    return te.lower(schedule_cpu(outputs), inputs, outputs)
+    sched = schedule_cpu(outputs, resources=resources, constants=constants)
+    return te.lower(sched, inputs, outputs)
 
 
-def check(op: str, shapes: list[tuple[int, ...]], attrs: dict[str, Any]) -> te.PrimFunc:
-    func = lowered(op, shapes, attrs)
+def check(op: str, shapes: list[tuple[int, ...]], attrs: dict[str, Any],
+          resources: CpuResources = AVX512, constants: frozenset[str] = frozenset()
+          ) -> te.PrimFunc:
+    func = lowered(op, shapes, attrs, resources, constants)
     arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
-    bufs = [*arrays] + [np.zeros(b.shape, b.dtype) for b in func.params[len(arrays):]]
+    stored = func.stored_inputs(arrays)
+    bufs = [*stored] + [np.zeros(b.shape, b.dtype) for b in func.params[len(arrays):]]
     run_func(func, bufs)
     want = get_op(op).reference(arrays, attrs)[0]
     np.testing.assert_allclose(bufs[len(arrays)], want, rtol=1e-5, atol=1e-5)
@@ -109,3 +120,72 @@ def test_bias_add_after_a_batch_one_matmul_rides_the_write_back() -> None:
     run_func(func, bufs)
     np.testing.assert_allclose(bufs[3], arrays[0] @ arrays[1] + arrays[2], rtol=1e-5,
                                atol=1e-5)
+
+
+@pytest.mark.parametrize("resources", [AVX2, AVX512, NEON], ids=lambda r: r.cpu)
+@pytest.mark.parametrize(("cols", "rows"), [(768, 128), (50257, 32), (7, 512), (49, 64),
+                                            (3, 1), (1000, 7)])
+def test_register_tile_fits_the_register_file(resources: CpuResources, cols: int,
+                                              rows: int) -> None:
+    """Accumulators, one row of the other operand and a broadcast never exceed the
+    vector registers: a tile that does spills every multiply-add to the stack."""
+    vec, tile_rows = register_tile(resources, cols, rows)
+    lanes = resources.lanes()
+    per_row = -(-min(vec, cols) // lanes)
+    assert vec % lanes == 0 and vec & (vec - 1) == 0  # whole registers, a power of two
+    assert tile_rows * per_row + per_row + 1 <= resources.vector_registers
+    assert 1 <= tile_rows <= rows
+
+
+def test_register_tile_per_isa() -> None:
+    """6 rows of 2 ymm on AVX2, 6 rows of 4 zmm on AVX-512 for a wide product."""
+    assert register_tile(AVX2, 768, 128)[0] == 16
+    assert register_tile(AVX512, 768, 128)[0] == 64
+    assert register_tile(AVX2, 768, 120) == (16, 6)
+    assert register_tile(AVX512, 768, 120) == (64, 6)
+
+
+@pytest.mark.parametrize("resources", [AVX2, AVX512], ids=lambda r: r.cpu)
+@pytest.mark.parametrize("n", [37, 64, 100])
+def test_packed_panels_of_a_constant_rhs(resources: CpuResources, n: int) -> None:
+    """A constant B[k, j] is stored as panels [ceil(N / vec), K, vec], the last one
+    zero-padded when N is not a multiple of the vector block; the product is exact."""
+    func = check("matmul", [(9, 20), (20, n)], {}, resources, frozenset({"in1"}))
+    layouts = func.attrs.get("layouts", {})
+    vec = register_tile(resources, n, 9)[0]
+    if n > vec:
+        assert layouts[1]["order"] == [1, 0, 2]
+        assert func.params[1].shape == (-(-n // vec), 20, vec)
+    else:
+        assert not layouts  # one panel: B is stored as it is
+
+
+def test_partial_vector_tile_is_unswitched() -> None:
+    """A product whose columns are not a multiple of the vector block accumulates whole
+    tiles with no lane mask: the reduction runs in two versions, picked per tile."""
+    func = check("matmul", [(6, 30), (30, 40)], {}, AVX2)
+    branches = [s for s in walk_stmts(func.body) if isinstance(s, IfThenElse)
+                and s.otherwise is not None]
+    assert branches
+    func = check("matmul", [(6, 30), (30, 48)], {}, AVX2)
+    assert not [s for s in walk_stmts(func.body) if isinstance(s, IfThenElse)]
+
+
+def test_rules_ask_for_their_knobs() -> None:
+    """Every free parameter of a rule is a knob with the rule's choice as its default,
+    and answering a knob changes the schedule accordingly."""
+    a, b = te.placeholder((64, 32), "float32", "in0"), te.placeholder((32, 96), "float32",
+                                                                      "in1")
+    (out,) = get_op("matmul").compute([a, b], {}, [TensorType((64, 96), "float32")], "t0")
+
+    def schedule(outputs: list[te.Tensor], constants: frozenset[str] = frozenset(),
+                 choose: Any = None) -> te.Schedule:
+        return schedule_cpu(outputs, resources=AVX2, constants=constants,
+                            **({"choose": choose} if choose else {}))
+
+    knobs = rule_knobs(schedule, [out], frozenset({"in1"}))["t0"]
+    assert knobs["vec"] == 16 and knobs["rows"] == 4 and knobs["pack"] is True
+    assert {"outer_order", "parallel"} <= set(knobs)
+    eight = schedule_cpu([out], resources=AVX2,
+                         choose=lambda st, knob, default: 8 if knob == "vec" else default)
+    assert eight.steps[0].args == ("t0_i1", 8)

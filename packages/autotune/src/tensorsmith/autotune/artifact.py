@@ -22,8 +22,7 @@ from typing import Any
 from tensorsmith.ir.codegen import get_codegen
 from tensorsmith.ir.lowering import lower_group
 from tensorsmith.ir.passes.memory_plan import ALIGN
-from tensorsmith.ir.schedules import schedule_cpu
-from tensorsmith.ir.schedules.gpu import schedule_gpu
+from tensorsmith.ir.schedules import default_schedule
 from tensorsmith.ir.target import Target
 from tensorsmith.ir.te.schedule import Step
 from tensorsmith.ir.te.stmt import PrimFunc
@@ -38,8 +37,8 @@ def lower_candidate(task: Task, steps: list[Step] | None) -> PrimFunc:
     """The task's kernel with ``steps`` replayed; for None, the default schedule of the
     task's target (what ``build`` uses without records, so it is the baseline every
     candidate is compared with and timed against)."""
-    schedule = schedule_cpu if Target.parse(task.target).family == "cpu" else schedule_gpu
-    return lower_group(task.group, KERNEL, schedule, steps)
+    return lower_group(task.group, KERNEL, default_schedule(task.target), steps,
+                       task.constant_inputs)
 
 
 def kernel_plan(func: PrimFunc, step_name: str, target: Target) -> dict[str, Any]:

@@ -3,9 +3,10 @@
 The knobs are the free parameters of the default CPU rules (``ir/schedules/cpu.py``):
 the same split / reorder / fuse / cache_write / annotate / fuse_epilogue steps, but
 with tile sizes, loop orders and annotations left open instead of fixed by a rule.
-Every knob's default is the rule's choice (block sizes come from the rule's own
-helpers, so the defaults follow the rules as they evolve): the default config is the
-default schedule, which the search starts from.
+Every knob a rule asks ``choose`` for takes the rule's answer as its default (the
+space probes the rules with ``rule_knobs``, for the CPU the task compiles for), so the
+default config is the default schedule, which the search starts from; the other knobs
+(cache blocking, loop orders, unrolling) default to what the rules always do.
 
 - Tiled reductions (matmul-like: the output's last axis is an input's contiguous axis;
   conv2d and pool2d windows): a register tile of ``rows`` x ``vec`` accumulated in a
@@ -33,15 +34,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tensorsmith.ir.schedules import cpu as _rules
-from tensorsmith.ir.schedules.cpu import PARALLEL_MIN_WORK
+from tensorsmith.ir.schedules.cpu import (
+    PARALLEL_MIN_WORK,
+    VECTOR_BLOCK,
+    last_axis_contiguous,
+    packable_weight,
+)
 from tensorsmith.ir.schedules.epilogue import epilogue_consumer
-from tensorsmith.ir.te.expr import Binary, Const, Load, Var
+from tensorsmith.ir.te.expr import Binary, Const, Load
 from tensorsmith.ir.te.schedule import Schedule, Stage, input_tensors
-from tensorsmith.ir.te.tensor import Tensor
 from tensorsmith.ir.te.visit import walk
 
 Values = dict[str, Any]
+#: A stage's knobs as its default rule asked for them: ``{knob: the rule's choice}``.
+Rule = dict[str, Any]
 VECTOR_LANES_MAX = 64  # the llvm codegen emits explicit SIMD up to 64 lanes
 LOCAL_MAX = 512  # register tile elements: beyond this the tile spills to the stack
 # Copies of the innermost loop that nested unrolled loops make: beyond these, LLVM's
@@ -86,6 +92,10 @@ def _work(stage: Stage) -> int:
     return math.prod(lf.extent for lf in stage.leaves)
 
 
+def _parallel_default(stage: Stage, rule: Rule) -> bool:
+    return bool(rule.get("parallel", _work(stage) >= PARALLEL_MIN_WORK))
+
+
 def _fuse_all(s: Schedule, stage: str, names: Sequence[str]) -> str | None:
     if not names:
         return None
@@ -110,32 +120,6 @@ def _choices(extent: int, candidates: Sequence[int], keep: int | None = None) ->
     if keep is not None:
         out.add(min(keep, extent))
     return tuple(sorted(out)) or (1,)
-
-
-def vector_block(extent: int) -> int:
-    """The default rule's vector lanes for an axis of ``extent``."""
-    rule = getattr(_rules, "_vector_block", None)
-    if rule is not None:
-        return int(rule(extent))
-    for block in (64, 32):  # whole registers; the widest wasting <= 1/4 of its lanes
-        if -(-extent // block) * block - extent <= block // 4 * max(1, extent // block):
-            return block
-    return 16
-
-
-def row_block(extent: int, lanes: int) -> int:
-    """The default rule's register-tile rows for ``extent`` rows of ``lanes`` lanes."""
-    rule = getattr(_rules, "_row_block", None)
-    if rule is not None:
-        try:
-            return int(rule(extent, lanes))
-        except TypeError:  # an older rule without the lanes argument
-            return int(rule(extent))
-    target = max(2, min(12, 256 // max(lanes, 1)))
-    for f in sorted(range(2, 13), key=lambda f: (abs(f - target), -f)):
-        if extent % f == 0 and abs(f - target) <= target // 2:
-            return f
-    return min(target, extent)
 
 
 class AlgorithmSketch:
@@ -170,19 +154,23 @@ class ElementwiseSketch(Sketch):
 
     kind = "elementwise"
 
-    def __init__(self, stage: Stage, can_inline: bool = False, inline: bool = False) -> None:
+    def __init__(self, stage: Stage, rule: Rule, pad: bool = False) -> None:
         super().__init__(stage)
         self.names = [lf.name for lf in stage.leaves]
         self.extent = _work(stage)
+        chunk = rule.get("chunk", VECTOR_BLOCK if self.extent >= 2 * VECTOR_BLOCK else 0)
         knobs = [
-            Knob("chunk", _choices(self.extent, (0, 8, 16, 32, 64)),
-                 VECTOR_LANES_MAX if self.extent >= 2 * VECTOR_LANES_MAX else 0),
+            Knob("chunk", _choices(self.extent, (0, 8, 16, 32, 64), chunk), chunk),
             Knob("vectorize", (True, False), True),
-            Knob("parallel", (False, True), self.extent >= PARALLEL_MIN_WORK),
+            Knob("parallel", (False, True), _parallel_default(stage, rule)),
         ]
-        if can_inline:  # a padding stage: inlined, by rows (the default rule) or flat
-            knobs[:0] = [Knob("inline", (False, True), inline),
-                         Knob("by_rows", (True, False), len(self.names) >= 2)]
+        # A padding stage: by rows of vector columns (the default rule) or flat, and
+        # inlined into its reader where it is not an output.
+        self.row_vec = int(rule.get("row_vec", VECTOR_BLOCK))
+        if pad and len(self.names) >= 2:
+            knobs[:0] = [Knob("by_rows", (True, False), "row_vec" in rule)]
+        if "inline" in rule:
+            knobs[:0] = [Knob("inline", (False, True), rule["inline"])]
         self.knobs = tuple(knobs)
 
     def apply(self, s: Schedule, v: Values) -> None:
@@ -197,7 +185,7 @@ class ElementwiseSketch(Sketch):
             rows = _fuse_all(s, self.stage, self.names[:-1])
             assert rows is not None
             last = s[self.stage].leaf(self.names[-1]).extent
-            _, cols = s.split(self.stage, self.names[-1], vector_block(last))
+            _, cols = s.split(self.stage, self.names[-1], min(self.row_vec, last))
             if v["vectorize"]:
                 s.vectorize(self.stage, cols)
             if v["parallel"] and s[self.stage].leaf(rows).extent > 1:
@@ -227,7 +215,7 @@ class ReductionSketch(Sketch):
 
     kind = "reduction"
 
-    def __init__(self, stage: Stage) -> None:
+    def __init__(self, stage: Stage, rule: Rule) -> None:
         super().__init__(stage)
         self.spatial = [lf.name for lf in stage.leaves if not lf.reduce]
         self.reduce = [lf.name for lf in stage.leaves if lf.reduce]
@@ -239,7 +227,7 @@ class ReductionSketch(Sketch):
             Knob("rfactor", _choices(self.rlast // 2, (0, 8, 16, 32, 64)) if self.spatial
                  else (0,), 0),
             Knob("rsplit", _choices(self.rlast - 1, (0, 4, 8, 16)), 0),
-            Knob("parallel", (False, True), _work(stage) >= PARALLEL_MIN_WORK),
+            Knob("parallel", (False, True), _parallel_default(stage, rule)),
         )
 
     def valid(self, v: Values) -> bool:
@@ -335,7 +323,7 @@ class TiledSketch(Sketch):
     kind = "tiled"
 
     def __init__(self, stage: Stage, row_axis: int | None, outputs: set[int],
-                 readers: dict[int, list[Stage]], window: bool = False,
+                 readers: dict[int, list[Stage]], rule: Rule, window: bool = False,
                  constants: frozenset[str] = frozenset(), unroll_reduce: bool = False) -> None:
         super().__init__(stage)
         op = stage.tensor.op
@@ -347,9 +335,7 @@ class TiledSketch(Sketch):
         if self.row is not None and self.extent[self.row] <= 1:
             self.row = None
         self.window = window
-        small_image = getattr(_rules, "_small_image", lambda _: False)
-        self.pointwise = window and op.tag == "conv2d" and (_pointwise_conv(stage)
-                                                            or small_image(stage))
+        self.pointwise = "flatten" in rule  # the rule may run one vector over the image
         self.kaxis = max(self.reduce, key=lambda n: self.extent[n])
         self.rperms = [list(p) for p in itertools.permutations(self.reduce)][:6]
         self.epilogue = epilogue_consumer(stage, outputs, readers)
@@ -358,8 +344,8 @@ class TiledSketch(Sketch):
             cols *= self.extent[self.spatial[-2]]
         rows = self.extent[self.row] if self.row else 1
         k = self.extent[self.kaxis]
-        vec = vector_block(cols)
-        rows_default = row_block(rows, min(vec, cols)) if self.row else 1
+        vec = int(rule.get("vec", 16))
+        rows_default = int(rule.get("rows", 1)) if self.row else 1
         if unroll_reduce:
             table = math.prod(self.extent[r] for r in self.reduce)
             rows_default = max(1, min(rows_default, UNROLL_MAX_TABLE // table))
@@ -367,8 +353,8 @@ class TiledSketch(Sketch):
             Knob("vec", _choices(cols, (4, 8, 16, 24, 32, 48, 64), vec), vec),
             Knob("rows", _choices(rows, (1, 2, 3, 4, 5, 6, 8, 10, 12), rows_default),
                  rows_default),
-            Knob("outer_order", ("natural", "cols_first", "rows_first"),
-                 "cols_first" if self.row is not None and window else "natural"),
+            Knob("outer_order", ("natural", "cols_first", "rows_first"), rule.get(
+                "outer_order", "cols_first" if self.row is not None and window else "natural")),
             Knob("tile_rows", (1, 2, 4, 8), 1),
             Knob("tile_cols", (1, 2, 4, 8), 1),
             Knob("inner_order", ("rc", "cr"), "rc"),
@@ -381,10 +367,10 @@ class TiledSketch(Sketch):
             Knob("vectorize", (True, False), True),
             Knob("cache", (True, False), True),
             Knob("epilogue", (True, False), True),
-            Knob("parallel", (False, True), _work(stage) >= PARALLEL_MIN_WORK),
+            Knob("parallel", (False, True), _parallel_default(stage, rule)),
         ]
         if self.pointwise:
-            knobs.insert(0, Knob("flatten", (True, False), True))
+            knobs.insert(0, Knob("flatten", (True, False), rule["flatten"]))
         if unroll_reduce:  # small reduce loops over constant tables (Winograd's output)
             knobs.append(Knob("unroll_reduce", (True, False), True))
         self.weight = _channel_vector_weight(stage, constants) if window else None
@@ -398,18 +384,20 @@ class TiledSketch(Sketch):
                       Knob("cvec", _choices(o, (8, 16, 32, 48, 64), 16), min(16, o)),
                       Knob("crows", _choices(x, (2, 4, 6, 7, 8, 10, 12, 14, 16), crows),
                            crows)]
-        self.panel = None if window else _packable_weight(stage, constants)
+        self.panel = None if window else packable_weight(stage, constants)
         if self.panel is not None:
-            knobs.append(Knob("pack", (False, True), False))
+            knobs.append(Knob("pack", (False, True), rule.get("pack", False)))
         self.knobs = tuple(knobs)
 
     def seeds(self) -> list[Values]:
         """Vector loops over output channels, with a few register tiles: measured on
         ResNet layers, these beat the default rule by up to 2x on strided and small-image
         convolutions and lose on others, so the search measures them early. For a matrix
-        product with a constant right-hand side: the same tile on packed panels."""
+        product with a constant right-hand side: the same tile with the other choice of
+        packed panels than the rule's."""
         if self.panel is not None:
-            return [{"pack": True}]
+            pack = next(k.default for k in self.knobs if k.name == "pack")
+            return [{"pack": not pack}]
         if self.weight is None:
             return []
         return [{"vec_axis": "channels", "cvec": vec, "crows": rows, "outer_order": order}
@@ -459,7 +447,7 @@ class TiledSketch(Sketch):
             spatial[-2:] = [s.fuse(st, spatial[-2], spatial[-1])]
             vec_axis = spatial[-1]
         jo, ji = s.split(st, vec_axis, vec)
-        if v.get("pack") and self.panel is not None and self.extent[vec_axis] % vec == 0:
+        if v.get("pack") and self.panel is not None:
             # B[k, j] stored as panels [j / vec, k, vec]: the k loop then walks one
             # contiguous run instead of a row of B (up to a page apart) per step.
             s.layout(st, self.panel, (1, 0, 2), (1, vec))
@@ -524,24 +512,6 @@ class TiledSketch(Sketch):
                 s.steps.pop()
 
 
-def _packable_weight(stage: Stage, constants: frozenset[str]) -> str | None:
-    """The constant 2-D right-hand side ``B[k, j]`` of a matrix product (``j`` the
-    output's last axis, ``k`` a reduce axis): what ``pack`` stores as panels."""
-    op = stage.tensor.op
-    assert op is not None
-    if not op.reduce_axes or len(op.axes) < 2:
-        return None
-    j = op.axes[-1].var
-    reduce_vars = {id(a.var) for a in op.reduce_axes}
-    for load in (e for e in walk(op.body) if isinstance(e, Load)):
-        t = load.buffer
-        if (isinstance(t, Tensor) and t.op is None and t.name in constants and t.ndim == 2
-                and load.indices[1] is j and isinstance(load.indices[0], Var)
-                and id(load.indices[0]) in reduce_vars):
-            return t.name
-    return None
-
-
 def _channel_vector_weight(stage: Stage, constants: frozenset[str]) -> str | None:
     """The weight a dense (ungrouped) convolution reads, when it is a constant the build
     can store transposed: only then may the vector loop run over output channels."""
@@ -558,59 +528,31 @@ def _channel_vector_weight(stage: Stage, constants: frozenset[str]) -> str | Non
     return weights[0].name if weights else None
 
 
-def _pointwise_conv(stage: Stage) -> bool:
-    """A 1x1 convolution reading its input (no pad stage) at unit stride along x: a
-    matrix product over the flattened image (the default rule fuses y and x)."""
-    op = stage.tensor.op
-    assert op is not None
-    if any(a.extent != 1 for a in op.reduce_axes[1:]):
-        return False
-    data = input_tensors(stage.tensor)[0]
-    if data.op is not None:
-        return False
-    x = op.axes[3].var
-    for e in walk(op.body):
-        if isinstance(e, Load) and e.buffer is data:
-            index = e.indices[3]
-            return index is x or getattr(index, "a", None) is x
-    return False
-
-
-def _last_axis_contiguous(stage: Stage) -> bool:
-    op = stage.tensor.op
-    assert op is not None
-    if not op.axes or op.axes[-1].extent == 1:
-        return False
-    last = op.axes[-1].var
-    return any(isinstance(e, Load) and e.indices and isinstance(e.indices[-1], Var)
-               and e.indices[-1] is last for e in walk(op.body))
-
-
 def sketch_for(stage: Stage, outputs: set[int], readers: dict[int, list[Stage]],
-               constants: frozenset[str] = frozenset()) -> Sketch:
+               constants: frozenset[str] = frozenset(), rule: Rule | None = None) -> Sketch:
     """The sketch of one stage, by the same classification as the default CPU rules;
     ``constants`` names the inputs that are weights (which ``layout`` steps may store
-    transposed)."""
+    transposed), ``rule`` the knobs the stage's default rule asked for, with its choices
+    (``rule_knobs``): those are the sketch's defaults."""
     op = stage.tensor.op
     assert op is not None
+    rule = rule or {}
     is_output = stage.tensor.uid in outputs
     if op.tag == "winograd_input":
         return WinogradInputSketch(stage)
     if not op.reduce_axes:
-        if is_output:
-            return ElementwiseSketch(stage)
         if stage.name.endswith("_pad"):
-            in_place = getattr(_rules, "reads_padding_in_place", lambda *_: False)
-            return ElementwiseSketch(stage, can_inline=True,
-                                     inline=in_place(stage, readers, outputs))
+            return ElementwiseSketch(stage, rule, pad=True)
+        if is_output:
+            return ElementwiseSketch(stage, rule)
         return InlineSketch(stage)
     if op.tag == "conv2d":
-        return TiledSketch(stage, 1, outputs, readers, window=True, constants=constants)
+        return TiledSketch(stage, 1, outputs, readers, rule, window=True, constants=constants)
     if op.tag == "winograd_output":
-        return TiledSketch(stage, 1, outputs, readers, window=True, unroll_reduce=True)
+        return TiledSketch(stage, 1, outputs, readers, rule, window=True, unroll_reduce=True)
     if op.tag.startswith("pool_"):
-        return TiledSketch(stage, None, outputs, readers, window=True)
-    if _last_axis_contiguous(stage):
+        return TiledSketch(stage, None, outputs, readers, rule, window=True)
+    if last_axis_contiguous(stage):
         return TiledSketch(stage, len(op.axes) - 2 if len(op.axes) >= 2 else None, outputs,
-                           readers, constants=constants)
-    return ReductionSketch(stage)
+                           readers, rule, constants=constants)
+    return ReductionSketch(stage, rule)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tensorsmith.ir.schedules import default_schedule, rule_knobs
 from tensorsmith.ir.schedules.epilogue import stage_readers
 from tensorsmith.ir.te.schedule import Schedule, Step, input_tensors
 from tensorsmith.ir.te.tensor import Tensor
@@ -160,8 +161,10 @@ class SearchSpace(KnobSpace):
         out_ids = {t.uid for t in outputs}
         readers = stage_readers(probe)
         constants = frozenset(f"in{i}" for i in task.constant_inputs)  # group_compute's names
+        rules = rule_knobs(default_schedule(task.target), outputs, constants)
         return Algorithm(name, transforms, inputs, outputs,
-                         [sketch_for(st, out_ids, readers, constants) for st in probe.stages])
+                         [sketch_for(st, out_ids, readers, constants, rules.get(st.name))
+                          for st in probe.stages])
 
     def _chosen(self, values: list[dict[str, Any]]) -> int:
         if self.owner[0] != -1:

@@ -26,7 +26,7 @@ from .module import CompiledModule
 from .passes import FusedGroup, default_pipeline, fuse_ops, plan_memory
 from .passes.memory_plan import ALIGN
 from .records import load_best_steps
-from .schedules import schedule_cpu
+from .schedules import default_schedule
 from .target import Target
 from .te.stmt import PrimFunc
 
@@ -40,7 +40,7 @@ def build(mod: Graph, target: str | Target = "llvm", params: Mapping[str, np.nda
     timings: list[tuple[str, float]] = []
     graph, groups, aliases = fused_groups(mod, params, opt_level, dump, timings)
     start = time.perf_counter()
-    schedule = _schedule_fn(tgt)
+    schedule = default_schedule(tgt)
     tuned = load_best_steps(records, tgt) if records is not None else {}
     step_funcs = _lower_once_per_workload(groups, schedule, tuned)
     funcs = list({id(f): f for f in step_funcs}.values())
@@ -61,17 +61,20 @@ def _lower_once_per_workload(groups: list[FusedGroup], schedule: Callable[..., A
     stage share one kernel: less to compile, a smaller artifact. A tuned schedule that
     stores an input in another layout (``layout`` steps) needs that input to be a weight
     the build can transpose; where it is not, the group gets the default schedule."""
-    by_key: dict[tuple[str, bool], PrimFunc] = {}
+    by_key: dict[tuple[str, bool, tuple[int, ...]], PrimFunc] = {}
     out = []
     for g in groups:
         key = workload_key(g)
         steps = tuned.get(key)
         usable = steps is None or all(
             g.inputs[int(s.args[0][2:])].is_constant for s in steps if s.kind == "layout")
-        if (key, usable) not in by_key:
-            by_key[key, usable] = lower_group(g, f"tsm_kernel_{len(by_key)}", schedule,
-                                              steps if usable else None)
-        out.append(by_key[key, usable])
+        # the default rules store some weights transposed: only groups with the same
+        # inputs constant can share their kernel
+        constant = tuple(i for i, v in enumerate(g.inputs) if v.is_constant)
+        if (key, usable, constant) not in by_key:
+            by_key[key, usable, constant] = lower_group(
+                g, f"tsm_kernel_{len(by_key)}", schedule, steps if usable else None, constant)
+        out.append(by_key[key, usable, constant])
     return out
 
 
@@ -93,15 +96,6 @@ def fused_groups(mod: Graph, params: Mapping[str, np.ndarray] | None = None, opt
     aliases = _reshape_aliases(groups) if opt_level >= 1 else {}
     groups = [g for g in groups if not _is_alias_group(g, aliases)]
     return graph, groups, aliases
-
-
-def _schedule_fn(tgt: Target) -> Callable[..., Any]:
-    if tgt.family == "cpu":
-        return schedule_cpu
-    from importlib import import_module
-
-    gpu = import_module("tensorsmith.ir.schedules.gpu")
-    return gpu.schedule_gpu
 
 
 def _bind_params(graph: Graph, params: Mapping[str, np.ndarray]) -> Graph:

@@ -3,6 +3,9 @@
 A codegen distribution registers ``codegen(functions, target) -> Kernels`` under the
 entry-point group ``tensorsmith.codegen``, named by target kind. This package imports
 none of them: installing ``tensorsmith-codegen-spirv`` is what makes ``vulkan`` exist.
+A CPU codegen also registers, under ``tensorsmith.resources``, a function that
+describes the CPU a target compiles for (vector width, registers, caches): the default
+schedules size their register tiles by it.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from importlib.metadata import entry_points
 from typing import Any, Protocol
 
 from .errors import TargetError
-from .target import PROVIDERS, Target
+from .target import BASELINE_CPU, PROVIDERS, CpuResources, Target
 from .te.stmt import PrimFunc
 
 
@@ -34,3 +37,14 @@ def get_codegen(target: Target) -> CodegenFn:
     provider = PROVIDERS.get(target.kind, "a tensorsmith codegen distribution")
     raise TargetError(f"target {target.kind!r} is not available: install {provider} "
                       f"(pip install {provider})")
+
+
+def target_resources(target: Target) -> CpuResources:
+    """The CPU a ``cpu``-family target compiles for, as its codegen plug-in describes it
+    (entry-point group ``tensorsmith.resources``, named by target kind: a function of the
+    target); :data:`BASELINE_CPU` when no installed plug-in does."""
+    for ep in entry_points(group="tensorsmith.resources"):
+        if ep.name == target.kind:
+            describe: Callable[[Target], CpuResources] = ep.load()
+            return describe(target)
+    return BASELINE_CPU

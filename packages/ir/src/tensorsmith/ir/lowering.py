@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from tensorsmith.runtime.winograd import transformed_shape
 
@@ -16,7 +16,7 @@ from .passes.fuse import FusedGroup
 from .te.stmt import PrimFunc
 from .te.tensor import Tensor
 
-ScheduleFn = Callable[[list[Tensor]], te.Schedule]
+ScheduleFn = Callable[..., te.Schedule]  # (outputs, constants=names) -> schedule
 
 
 def group_compute(group: FusedGroup, transforms: Mapping[int, str] | None = None
@@ -87,10 +87,19 @@ def weight_transforms(steps: list[te.Step] | None) -> dict[int, str]:
 
 
 def lower_group(group: FusedGroup, name: str, schedule: ScheduleFn,
-                steps: list[te.Step] | None = None) -> PrimFunc:
-    """Lower a group with the default ``schedule``, or replay tuned ``steps``."""
+                steps: list[te.Step] | None = None,
+                constant_inputs: Sequence[int] | None = None) -> PrimFunc:
+    """Lower a group with the default ``schedule``, or replay tuned ``steps``.
+
+    ``constant_inputs`` are the indices of the inputs that are weights (default: those
+    whose value is constant in the graph); the schedule may store those transposed."""
     inputs, outputs = group_compute(group, weight_transforms(steps))
-    sched = te.replay(outputs, steps) if steps is not None else schedule(outputs)
+    if steps is not None:
+        sched = te.replay(outputs, steps)
+    else:
+        if constant_inputs is None:
+            constant_inputs = [i for i, v in enumerate(group.inputs) if v.is_constant]
+        sched = schedule(outputs, constants=frozenset(inputs[i].name for i in constant_inputs))
     func = te.lower(sched, inputs, outputs, name)
     func.attrs["workload"] = workload_key(group)
     func.attrs["steps"] = [s.to_json() for s in sched.steps]

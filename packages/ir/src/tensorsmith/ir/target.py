@@ -13,6 +13,35 @@ PROVIDERS = {"llvm": "tensorsmith-codegen-llvm", "vulkan": "tensorsmith-codegen-
 
 
 @dataclass(frozen=True)
+class CpuResources:
+    """The facts of a CPU that the default schedules size their tiles by.
+
+    A register tile of ``rows`` x ``cols`` accumulators must fit the vector register
+    file with room for the row of the other operand and a broadcast, or every
+    multiply-add spills to the stack; the widest vector decides how many lanes a
+    register holds. These come from the codegen plug-in that compiles for the CPU
+    (``tensorsmith.resources`` entry points, see ``codegen.target_resources``), so they
+    describe the machine the code is compiled for, not a guess.
+    """
+
+    cpu: str
+    vector_bits: int
+    vector_registers: int
+    fma: bool = True
+    l1d_bytes: int = 32 * 1024
+    l2_bytes: int = 512 * 1024
+
+    def lanes(self, element_bytes: int = 4) -> int:
+        """Elements of ``element_bytes`` in one vector register."""
+        return max(1, self.vector_bits // (8 * element_bytes))
+
+
+#: What a CPU target is assumed to have when no plug-in describes it: x86-64-v3 (AVX2,
+#: FMA, 16 ymm registers), the most common vector unit of current x86 servers.
+BASELINE_CPU = CpuResources("x86-64-v3", vector_bits=256, vector_registers=16)
+
+
+@dataclass(frozen=True)
 class Target:
     kind: str
     options: dict[str, str] = field(default_factory=dict, hash=False)

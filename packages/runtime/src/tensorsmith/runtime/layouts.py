@@ -21,13 +21,15 @@ import numpy as np
 
 
 def blocked_shape(shape: Sequence[int], block: Sequence[int] | None) -> tuple[int, ...]:
-    """``shape`` with axis ``block[0]`` cut into ``(extent / block[1], block[1])``."""
+    """``shape`` with axis ``block[0]`` cut into ``(ceil(extent / block[1]), block[1])``:
+    when the extent is not a multiple, the last block is padded (with zeros, which no
+    kernel reads: its loops stop at the extent)."""
     if not block:
         return tuple(shape)
     axis, factor = int(block[0]), int(block[1])
-    if shape[axis] % factor:
-        raise ValueError(f"axis {axis} of {list(shape)} is not a multiple of {factor}")
-    return (*shape[:axis], shape[axis] // factor, factor, *shape[axis + 1:])
+    if factor < 1:
+        raise ValueError(f"block size {factor} of axis {axis} is not positive")
+    return (*shape[:axis], -(-shape[axis] // factor), factor, *shape[axis + 1:])
 
 
 def stored_shape(shape: Sequence[int], order: Sequence[int],
@@ -44,4 +46,12 @@ def to_stored(array: Any, order: Sequence[int], block: Sequence[int] | None = No
         from .winograd import transform_weight
 
         a = transform_weight(a, transform)
-    return np.ascontiguousarray(np.transpose(a.reshape(blocked_shape(a.shape, block)), order))
+    if block:
+        axis, factor = int(block[0]), int(block[1])
+        short = -a.shape[axis] % factor
+        if short:
+            widths = [(0, 0)] * a.ndim
+            widths[axis] = (0, short)
+            a = np.pad(a, widths)
+        a = a.reshape(blocked_shape(a.shape, block))
+    return np.ascontiguousarray(np.transpose(a, order))

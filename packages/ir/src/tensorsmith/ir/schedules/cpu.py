@@ -1,14 +1,27 @@
-"""Default CPU schedules.
+"""Default CPU schedules, sized by the CPU they compile for.
 
-Rules, per stage of a fused kernel:
+Rules, per stage of a fused kernel (``CpuRules.stage`` picks one by the stage's kind):
 - non-output, non-reduction stages are inlined into their readers;
 - a reduction whose output's last axis is also the last index of an input it reads
-  (matmul's ``B[k, j]``) runs as ``[outer spatial] jo, k, ji``: the innermost loop
-  walks contiguous memory on both sides and LLVM vectorizes it;
-- otherwise (reductions along the contiguous axis, elementwise outputs) the spatial
-  axes are fused into one loop, which the thread pool splits into contiguous chunks —
-  each chunk is a unit-stride loop LLVM vectorizes;
+  (matmul's ``B[k, j]``) runs as a register tile: ``[outer spatial] io, jo | k | ii, ji``
+  with ``ii`` rows unrolled and ``ji`` one vector block, accumulated in a local buffer
+  over the whole reduction and written back once (with the elementwise ops after it);
+  a constant ``B`` is stored as panels ``[N/vec, K, vec]`` so the ``k`` loop walks one
+  contiguous run;
+- convolution and pooling windows run the same register tile over output channels x
+  output columns;
+- other reductions fuse their spatial axes into one loop, which the thread pool splits
+  into contiguous chunks; elementwise outputs are one flat loop in vector chunks;
 - loops run in parallel only when the stage does enough work to pay for the wake-up.
+
+The register tile comes from the target's vector unit (:class:`CpuResources`, which the
+codegen plug-in reports): ``rows x vec`` accumulators plus the ``vec`` lanes of the
+other operand and one broadcast must fit the vector registers, or every multiply-add
+spills. That is 6 rows x 16 lanes (12 of 16 ymm) on AVX2 and 6 x 64 (24 of 32 zmm) on
+AVX-512.
+
+Every free parameter goes through ``choose(stage, knob, default)`` (knobs.py): the
+auto-tuner searches exactly these knobs, starting from these defaults.
 
 No rule reassociates a reduction: every output accumulates its terms one after another
 in the compute's axis order, so a default build's rounding does not depend on tile sizes
@@ -17,44 +30,283 @@ or thread counts. Vector lanes along a reduction (``rfactor``) are a tuning choi
 
 from __future__ import annotations
 
-from ..te.expr import Binary, Const, Load
-from ..te.schedule import Schedule, Stage
+from ..target import BASELINE_CPU, CpuResources
+from ..te.expr import Binary, Const, Load, Var
+from ..te.schedule import Schedule, Stage, input_tensors
 from ..te.tensor import Tensor
-from ..te.visit import walk
+from ..te.visit import collect_loads, walk
 from .epilogue import fuse_epilogue_chain, stage_readers
+from .knobs import Choose, default_choice
 
 PARALLEL_MIN_WORK = 1 << 15
+#: Elements per vector chunk of a flat elementwise loop (LLVM splits it into registers).
 VECTOR_BLOCK = 64
+#: Rows of a register tile at most: beyond this the unrolled body only grows.
+MAX_TILE_ROWS = 12
 
 
-def schedule_cpu(outputs: list[Tensor], num_threads: int = 0) -> Schedule:
-    s = Schedule(outputs)
-    out_ids = {t.uid for t in outputs}
-    readers = stage_readers(s)
-    read_in_place = _pads_read_in_place(s, readers, out_ids)
-    for st in s.stages:
+def schedule_cpu(outputs: list[Tensor], num_threads: int = 0,
+                 resources: CpuResources = BASELINE_CPU, choose: Choose = default_choice,
+                 constants: frozenset[str] = frozenset()) -> Schedule:
+    """The default schedule of a fused kernel; ``constants`` names the input placeholders
+    that are weights (a rule may store those in another layout)."""
+    rules = CpuRules(Schedule(outputs), resources, choose, constants)
+    for st in rules.s.stages:
+        rules.stage(st)
+    return rules.s
+
+
+def register_tile(resources: CpuResources, cols: int, rows: int,
+                  element_bytes: int = 4) -> tuple[int, int]:
+    """``(vec, rows)`` of a register tile over ``cols`` x ``rows`` outputs.
+
+    ``vec`` is a power-of-two number of whole vector registers per tile row (at most a
+    quarter of the register file: 2 on AVX2, 4 on AVX-512), the widest whose masked tail
+    wastes at most a quarter of its lanes. ``rows`` fills what is left after one row of
+    the other operand and a broadcast register, at most :data:`MAX_TILE_ROWS`: a divisor
+    of ``rows`` near that when one exists, else that many with the tail tile clamped to
+    the last row (lowering keeps branches out of the tile)."""
+    lanes = resources.lanes(element_bytes)
+    widest = max(1, resources.vector_registers // 8)
+    widths = [lanes * (1 << p) for p in range(widest.bit_length() - 1, -1, -1)]
+    vec = widths[-1]
+    for block in widths[:-1]:
+        if -(-cols // block) * block - cols <= block // 4 * max(1, cols // block):
+            vec = block
+            break
+    per_row = -(-min(vec, cols) // lanes)
+    budget = max(1, min(MAX_TILE_ROWS, (resources.vector_registers - per_row - 1) // per_row))
+    if rows <= budget:
+        return vec, max(1, rows)
+    for f in range(budget, max(1, -(-2 * budget // 3)) - 1, -1):
+        if rows % f == 0:
+            return vec, f
+    return vec, budget
+
+
+class CpuRules:
+    """The rules applied to one schedule, with what they are sized by."""
+
+    def __init__(self, s: Schedule, resources: CpuResources, choose: Choose,
+                 constants: frozenset[str]) -> None:
+        self.s = s
+        self.res = resources
+        self.choose = choose
+        self.constants = constants
+        self.out_ids = {t.uid for t in s.outputs}
+        self.readers = stage_readers(s)
+
+    def stage(self, st: Stage) -> None:
         op = st.tensor.op
         assert op is not None
-        if st.tensor.uid not in out_ids and not op.reduce_axes and (
-                not st.name.endswith("_pad") or st.tensor.uid in read_in_place):
-            s.compute_inline(st.name)
+        output = st.tensor.uid in self.out_ids
+        if st.name.endswith("_pad") and not op.reduce_axes:
+            self.padding(st, output)
+        elif not output and not op.reduce_axes:
+            self.s.compute_inline(st.name)
         elif op.reduce_axes and (op.tag == "conv2d" or op.tag.startswith("pool_")):
-            _schedule_window(s, st)
-            _try_epilogue(s, st, readers, out_ids)
+            self.window(st)
+            self.epilogue(st)
+        elif op.reduce_axes and last_axis_contiguous(st):
+            self.matmul(st)
+            self.epilogue(st)
         elif op.reduce_axes:
-            _schedule_reduction(s, st)
-            _try_epilogue(s, st, readers, out_ids)
-        elif st.name.endswith("_pad") and len(op.axes) >= 2:
-            _schedule_rows(s, st)
+            self.reduction(st)
         else:
-            _schedule_elementwise(s, st)
-    return s
+            self.elementwise(st)
+
+    # -- the rules -------------------------------------------------------------------
+    def elementwise(self, st: Stage) -> None:
+        """One flat loop over the elements in vector chunks; chunks shared by threads."""
+        fused = self.fuse_all(st, [lf.name for lf in st.leaves])
+        if fused is None:
+            return
+        extent = st.leaf(fused).extent
+        chunk = self.choose(st, "chunk", VECTOR_BLOCK if extent >= 2 * VECTOR_BLOCK else 0)
+        if chunk and chunk < extent:
+            outer, inner = self.s.split(st.name, fused, chunk)
+            self.s.vectorize(st.name, inner)
+            fused = outer
+        self.parallel(st, fused)
+
+    def padding(self, st: Stage, output: bool = False) -> None:
+        """Inlined into its one reader where that pays (:func:`reads_padding_in_place`),
+        else by rows: the rows (all axes but the last) are one loop the threads share,
+        each row a vector loop over its columns. Flattening everything into one loop, as
+        for other elementwise stages, left a division and a clamp of the flat index per
+        lane, which turned every load into a gather; by rows, the row index is a scalar
+        and the columns a contiguous, clamped span that codegen loads with a mask."""
+        op = st.tensor.op
+        assert op is not None
+        if not output and self.choose(st, "inline", reads_padding_in_place(
+                st, self.readers, self.out_ids)):
+            self.s.compute_inline(st.name)
+            return
+        if len(op.axes) < 2:
+            self.elementwise(st)
+            return
+        names = [a.var.name for a in op.axes]
+        rows = self.fuse_all(st, names[:-1])
+        assert rows is not None
+        vec, _ = register_tile(self.res, op.axes[-1].extent, 1)
+        _, xi = self.s.split(st.name, names[-1], self.choose(st, "row_vec", vec))
+        self.s.vectorize(st.name, xi)
+        self.parallel(st, rows)
+
+    def matmul(self, st: Stage) -> None:
+        """Register tile: rows x a vector block of columns, accumulated in a local buffer
+        over the whole reduction, then written back once."""
+        op = st.tensor.op
+        assert op is not None
+        spatial = [a.var.name for a in op.axes]
+        reduce = [a.var.name for a in op.reduce_axes]
+        row_extent = op.axes[-2].extent if len(spatial) >= 2 else 1
+        vec, rows = register_tile(self.res, op.axes[-1].extent, row_extent,
+                                  _element_bytes(st))
+        vec = self.choose(st, "vec", vec)
+        jo, ji = self.s.split(st.name, spatial[-1], vec)
+        panel = packable_weight(st, self.constants)
+        if panel is not None and op.axes[-1].extent > vec and self.choose(st, "pack", True):
+            # B[k, j] stored as panels [j / vec, k, vec] (the last one zero-padded): the k
+            # loop then walks one contiguous run instead of a row of B (up to a page
+            # apart) per step, which is what kept wide products far from the FMA peak.
+            self.s.layout(st.name, panel, (1, 0, 2), (1, vec))
+        tile_rows: list[str] = []
+        outer = [*spatial[:-1], jo]
+        if row_extent > 1:
+            io, ii = self.s.split(st.name, spatial[-2], self.choose(st, "rows", rows))
+            order = self.choose(st, "outer_order", self.matmul_order(st))
+            outer = [*spatial[:-2], *((jo, io) if order == "cols_first" else (io, jo))]
+            tile_rows = [ii]
+        self.s.reorder(st.name, *outer, *reduce, *tile_rows, ji)
+        fused = self.fuse_all(st, outer)
+        assert fused is not None
+        self.s.cache_write(st.name, fused)
+        for r in tile_rows:
+            self.s.unroll(st.name, r)
+        if st.leaf(ji).extent <= 64:
+            self.s.vectorize(st.name, ji)
+        self.parallel(st, fused)
+
+    def matmul_order(self, st: Stage) -> str:
+        """Which operand a thread keeps in cache while it walks the other.
+
+        Rows outer (``natural``) reads the whole right-hand side ``B`` once per block of
+        rows: right while ``B`` fits the L2 cache. Columns outer (``cols_first``) reads
+        the whole left-hand side ``A`` once per panel of ``B`` instead: right for wide
+        products with few rows (a vocabulary projection, a feed-forward layer of a short
+        sequence), whose ``B`` is far larger than their ``A``."""
+        op = st.tensor.op
+        assert op is not None
+        size = _element_bytes(st)
+        rows, cols = op.axes[-2].extent, op.axes[-1].extent
+        depth = 1
+        for a in op.reduce_axes:
+            depth *= a.extent
+        b_bytes, a_bytes = depth * cols * size, depth * rows * size
+        return "cols_first" if b_bytes > self.res.l2_bytes // 2 and a_bytes < b_bytes \
+            else "natural"
+
+    def window(self, st: Stage) -> None:
+        """Convolution/pooling: a register tile of output channels x output columns.
+
+        Loops ``n, y, x.o, o.o | reduce | o.i (unrolled), x.i (vector)``: each weight is
+        a scalar broadcast, each input row segment one contiguous vector load (for
+        stride 1), and the input rows a tile reads stay in cache while every
+        output-channel block uses them. A 1x1, stride-1, unpadded convolution is a matrix
+        product over the flattened image, so its rows and columns are fused first and the
+        vector runs along both (``flatten``); so is a small image (:func:`small_image`).
+        """
+        op = st.tensor.op
+        assert op is not None
+        n, o, y, x = (a.var.name for a in op.axes)
+        reduce = [a.var.name for a in op.reduce_axes]
+        flat = op.tag == "conv2d" and (pointwise_conv(st) or small_image(st, self.res))
+        if flat and self.choose(st, "flatten", True):
+            cols = self.s.fuse(st.name, y, x)
+            spatial_outer: list[str] = []
+        else:
+            cols, spatial_outer = x, [y]
+        width = st.leaf(cols).extent
+        vec, rows = register_tile(self.res, width, op.axes[1].extent, _element_bytes(st))
+        co, ci = self.s.split(st.name, cols, self.choose(st, "vec", vec))
+        tile_rows: list[str] = []
+        outer = [n, o, *spatial_outer, co]
+        if op.tag == "conv2d":
+            oo, oi = self.s.split(st.name, o, self.choose(st, "rows", rows))
+            outer, tile_rows = [n, *spatial_outer, co, oo], [oi]
+        self.s.reorder(st.name, *outer, *reduce, *tile_rows, ci)
+        fused = self.fuse_all(st, outer)
+        assert fused is not None
+        self.s.cache_write(st.name, fused)
+        for r in tile_rows:
+            self.s.unroll(st.name, r)
+        self.s.vectorize(st.name, ci)
+        self.parallel(st, fused)
+
+    def reduction(self, st: Stage) -> None:
+        """Softmax sums, reductions along a row: the spatial axes fused, in parallel."""
+        op = st.tensor.op
+        assert op is not None
+        fused = self.fuse_all(st, [a.var.name for a in op.axes])
+        if fused is not None:
+            self.parallel(st, fused)
+
+    def epilogue(self, st: Stage) -> None:
+        """Fold the elementwise chain after a tiled reduction into its write-back."""
+        if st.cache_at is not None:
+            fuse_epilogue_chain(self.s, st, self.out_ids, self.readers)
+
+    # -- helpers ---------------------------------------------------------------------
+    def parallel(self, st: Stage, loop: str | None) -> None:
+        if loop is None:
+            return
+        work = 1
+        for leaf in st.leaves:
+            work *= leaf.extent
+        if self.choose(st, "parallel", work >= PARALLEL_MIN_WORK) and st.leaf(loop).extent > 1:
+            self.s.parallel(st.name, loop)
+
+    def fuse_all(self, st: Stage, names: list[str]) -> str | None:
+        if not names:
+            return None
+        fused = names[0]
+        for name in names[1:]:
+            fused = self.s.fuse(st.name, fused, name)
+        return fused
 
 
-def _pads_read_in_place(s: Schedule, readers: dict[int, list[Stage]],
-                        out_ids: set[int]) -> set[int]:
-    """Padding stages to inline into their one reader instead of materialising."""
-    return {st.tensor.uid for st in s.stages if reads_padding_in_place(st, readers, out_ids)}
+def _element_bytes(st: Stage) -> int:
+    return 8 if st.tensor.dtype in ("float64", "int64", "uint64") else 4
+
+
+def last_axis_contiguous(st: Stage) -> bool:
+    """The output's last axis is the last index of some input read (matmul's B[k, j])."""
+    op = st.tensor.op
+    assert op is not None
+    if not op.axes or op.axes[-1].extent == 1:
+        return False
+    last = op.axes[-1].var
+    return any(isinstance(e, Load) and e.indices and e.indices[-1] is last
+               for e in walk(op.body))
+
+
+def packable_weight(st: Stage, constants: frozenset[str]) -> str | None:
+    """The constant 2-D right-hand side ``B[k, j]`` of a matrix product (``j`` the
+    output's last axis, ``k`` a reduce axis), which may be stored as panels."""
+    op = st.tensor.op
+    assert op is not None
+    if not op.reduce_axes or len(op.axes) < 2:
+        return None
+    j = op.axes[-1].var
+    reduce_vars = {id(a.var) for a in op.reduce_axes}
+    for load in collect_loads(op.body):
+        t = load.buffer
+        if (isinstance(t, Tensor) and t.op is None and t.name in constants and t.ndim == 2
+                and load.indices[1] is j and isinstance(load.indices[0], Var)
+                and id(load.indices[0]) in reduce_vars):
+            return t.name
+    return None
 
 
 def reads_padding_in_place(pad: Stage, readers: dict[int, list[Stage]],
@@ -80,167 +332,25 @@ def reads_padding_in_place(pad: Stage, readers: dict[int, list[Stage]],
         op.tag == "conv2d" and bool(op.reduce_axes) and op.reduce_axes[0].extent == 1)
 
 
-def _work(st: Stage) -> int:
-    n = 1
-    for leaf in st.leaves:
-        n *= leaf.extent
-    return n
-
-
-def _fuse_all(s: Schedule, st: Stage, names: list[str]) -> str | None:
-    if not names:
-        return None
-    fused = names[0]
-    for name in names[1:]:
-        fused = s.fuse(st.name, fused, name)
-    return fused
-
-
-def _schedule_elementwise(s: Schedule, st: Stage) -> None:
-    """One flat loop over the elements in vector blocks; blocks shared by the threads."""
-    fused = _fuse_all(s, st, [lf.name for lf in st.leaves])
-    if fused is None:
-        return
-    extent = st.leaf(fused).extent
-    if extent >= 2 * VECTOR_BLOCK:
-        outer, inner = s.split(st.name, fused, VECTOR_BLOCK)
-        s.vectorize(st.name, inner)
-        fused = outer
-    if _work(st) >= PARALLEL_MIN_WORK:
-        s.parallel(st.name, fused)
-
-
-def _schedule_rows(s: Schedule, st: Stage) -> None:
-    """A padding stage: the rows (all axes but the last) are one loop the threads share,
-    each row a vector loop over its columns. Flattening everything into one loop, as for
-    other elementwise stages, left a division and a clamp of the flat index per lane,
-    which turned every load into a gather; by rows, the row index is a scalar and the
-    columns a contiguous, clamped span that codegen loads with a mask."""
+def pointwise_conv(st: Stage) -> bool:
+    """A 1x1 convolution reading a placeholder (no pad stage) at unit stride along x: a
+    matrix product over the flattened image."""
     op = st.tensor.op
     assert op is not None
-    names = [a.var.name for a in op.axes]
-    work = _work(st)
-    rows = _fuse_all(s, st, names[:-1])
-    assert rows is not None
-    _, xi = s.split(st.name, names[-1], _vector_block(op.axes[-1].extent))
-    s.vectorize(st.name, xi)
-    if work >= PARALLEL_MIN_WORK and st.leaf(rows).extent > 1:
-        s.parallel(st.name, rows)
-
-
-def _last_axis_contiguous(st: Stage) -> bool:
-    op = st.tensor.op
-    assert op is not None
-    last = op.axes[-1].var if op.axes else None
-    if last is None or op.axes[-1].extent == 1:
+    if any(a.extent != 1 for a in op.reduce_axes[1:]):
         return False
-    return any(isinstance(e, Load) and e.indices and e.indices[-1] is last for e in walk(op.body))
+    data = input_tensors(st.tensor)[0]
+    if data.op is not None:  # a pad stage
+        return False
+    x = op.axes[3].var
+    for load in collect_loads(op.body):
+        if load.buffer is data:
+            index = load.indices[3]
+            return index is x or (isinstance(index, Binary) and index.a is x)
+    return False
 
 
-
-
-ACCUMULATOR_LANES = 256  # 16 of the 32 zmm registers hold the tile
-
-
-def _row_block(extent: int, lanes: int = 64) -> int:
-    """Rows of the register tile, so that rows x lanes fills ~16 vector registers: a
-    divisor of ``extent`` near that when one exists, else that many rows with the tail
-    tile clamped to the last row (lowering keeps branches out of the tile)."""
-    target = max(2, min(12, ACCUMULATOR_LANES // lanes))
-    for f in sorted(range(2, 13), key=lambda f: (abs(f - target), -f)):
-        if extent % f == 0 and abs(f - target) <= target // 2:
-            return f
-    return min(target, extent)
-
-
-def _schedule_reduction(s: Schedule, st: Stage) -> None:
-    op = st.tensor.op
-    assert op is not None
-    spatial = [a.var.name for a in op.axes]
-    reduce = [a.var.name for a in op.reduce_axes]
-    work = _work(st)
-    if _last_axis_contiguous(st):
-        # Register tile: rows x a vector block of columns, accumulated in a local buffer
-        # over the whole reduction, then written back once.
-        jo, ji = s.split(st.name, spatial[-1], _vector_block(op.axes[-1].extent))
-        tile_rows: list[str] = []
-        outer = [*spatial[:-1], jo]
-        if len(spatial) >= 2 and op.axes[-2].extent > 1:
-            io, ii = s.split(st.name, spatial[-2], _row_block(op.axes[-2].extent,
-                                                              st.leaf(ji).extent))
-            outer = [*spatial[:-2], io, jo]
-            tile_rows = [ii]
-        s.reorder(st.name, *outer, *reduce, *tile_rows, ji)
-        fused = _fuse_all(s, st, outer)
-        assert fused is not None
-        s.cache_write(st.name, fused)
-        for r in tile_rows:
-            s.unroll(st.name, r)
-        if st.leaf(ji).extent <= 64:
-            s.vectorize(st.name, ji)
-    else:
-        fused = _fuse_all(s, st, spatial)
-    if fused is not None and work >= PARALLEL_MIN_WORK and st.leaf(fused).extent > 1:
-        s.parallel(st.name, fused)
-
-
-def _try_epilogue(s: Schedule, st: Stage, readers: dict[int, list[Stage]],
-                  out_ids: set[int]) -> None:
-    """Fold the elementwise chain after a tiled reduction into its write-back."""
-    if st.cache_at is not None:
-        fuse_epilogue_chain(s, st, out_ids, readers)
-
-
-def _vector_block(extent: int) -> int:
-    """Lanes of a register tile's vector loop: 64, 32 or 16 (whole zmm registers), the
-    widest whose masked tail wastes at most a quarter of its lanes."""
-    for block in (64, 32):
-        if -(-extent // block) * block - extent <= block // 4 * max(1, extent // block):
-            return block
-    return 16
-
-
-def _schedule_window(s: Schedule, st: Stage) -> None:
-    """Convolution/pooling: a register tile of output channels x output columns.
-
-    Loops ``n, y, x.o, o.o | reduce | o.i (unrolled), x.i (vector)``: each weight is a
-    scalar broadcast, each input row segment one contiguous vector load (for stride 1),
-    and the input rows a tile reads stay in cache while every output-channel block uses
-    them. A 1x1, stride-1, unpadded convolution is a matrix product over the flattened
-    image, so its rows and columns are fused first and the vector runs along both.
-    """
-    op = st.tensor.op
-    assert op is not None
-    n, o, y, x = (a.var.name for a in op.axes)
-    reduce = [a.var.name for a in op.reduce_axes]
-    pointwise = (op.tag == "conv2d" and all(a.extent == 1 for a in op.reduce_axes[1:])
-                 and _reads_unpadded_contiguously(st))
-    if pointwise or _small_image(st):
-        cols = s.fuse(st.name, y, x)
-        spatial_outer: list[str] = []
-    else:
-        cols, spatial_outer = x, [y]
-    width = st.leaf(cols).extent
-    co, ci = s.split(st.name, cols, _vector_block(width))
-    rows: list[str] = []
-    outer = [n, *spatial_outer, co]
-    if op.tag == "conv2d":
-        oo, oi = s.split(st.name, o, _row_block(op.axes[1].extent, st.leaf(ci).extent))
-        outer, rows = [n, *spatial_outer, co, oo], [oi]
-    else:
-        outer = [n, o, *spatial_outer, co]
-    s.reorder(st.name, *outer, *reduce, *rows, ci)
-    fused = _fuse_all(s, st, outer)
-    assert fused is not None
-    s.cache_write(st.name, fused)
-    for r in rows:
-        s.unroll(st.name, r)
-    s.vectorize(st.name, ci)
-    if _work(st) >= PARALLEL_MIN_WORK and st.leaf(fused).extent > 1:
-        s.parallel(st.name, fused)
-
-
-def _small_image(st: Stage) -> bool:
+def small_image(st: Stage, resources: CpuResources = BASELINE_CPU) -> bool:
     """A dense convolution whose whole output image fits one vector block (7x7).
 
     Vectorized along an output row, 7 of 16 lanes did work. Over the flattened image,
@@ -253,7 +363,7 @@ def _small_image(st: Stage) -> bool:
     _, _, height, width = (a.extent for a in op.axes)
     if op.tag != "conv2d" or op.reduce_axes[0].extent == 1 or width >= 16:
         return False
-    lanes = _vector_block(height * width)
+    lanes, _ = register_tile(resources, height * width, 1, _element_bytes(st))
     if height * width > lanes:
         return False
     pitch = _input_pitch(st)
@@ -263,9 +373,6 @@ def _small_image(st: Stage) -> bool:
 def _input_pitch(st: Stage) -> int | None:
     """Elements between the input rows consecutive output rows read (stride x width),
     or None when that is not a plain multiple of the output row."""
-    from ..te.schedule import input_tensors
-    from ..te.visit import collect_loads
-
     op = st.tensor.op
     assert op is not None
     data = input_tensors(st.tensor)[0]
@@ -282,20 +389,3 @@ def _input_pitch(st: Stage) -> int | None:
                 return int(rows.b.value) * int(data.shape[3])
             return None
     return None
-
-
-def _reads_unpadded_contiguously(st: Stage) -> bool:
-    """True when the stage reads a placeholder (no pad stage) at unit stride in x."""
-    from ..te.schedule import input_tensors
-
-    op = st.tensor.op
-    assert op is not None
-    data = input_tensors(st.tensor)[0]
-    if data.op is not None:  # a pad stage
-        return False
-    x = op.axes[3].var
-    for e in walk(op.body):
-        if isinstance(e, Load) and e.buffer is data:
-            return e.indices[3] is x or (
-                hasattr(e.indices[3], "a") and getattr(e.indices[3], "a", None) is x)
-    return False

@@ -22,9 +22,6 @@ rule keeps its own choice.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from ..te.schedule import Schedule, Stage
 from ..te.tensor import Tensor
 from .epilogue import fuse_epilogue_chain, stage_readers
@@ -32,24 +29,21 @@ from .gpu_conv import choose_tiles as choose_conv_tiles
 from .gpu_conv import is_conv, schedule_conv
 from .gpu_gemm import choose_tiles as choose_gemm_tiles
 from .gpu_gemm import gemm_extents, is_gemm, schedule_gemm
+from .knobs import Choose, default_choice
 
 WORKGROUP_SIZE = 64
 #: Reductions at least this long are shared by a workgroup, of at most this many.
 WORKGROUP_REDUCE_MIN = 32
 WORKGROUP_REDUCE_MAX = 256
 
-#: ``choose(stage, knob, default) -> value``: the free parameters of these rules, asked
-#: once per stage where the rules reach them, with the rule's own choice as ``default``.
-#: The auto-tuner's GPU search space answers with other values; without it every stage
-#: gets the default. Knobs: ``"gemm_tiles"`` (a :class:`GemmTiles`), ``"conv_tiles"`` (a
-#: :class:`ConvTiles`), ``"reduce_threads"`` (invocations sharing a long reduction; 0
-#: leaves it to one invocation per output) and ``"workgroup"`` (invocations per workgroup
-#: of a stage whose outputs are spread one per invocation).
-Choose = Callable[[Stage, str, Any], Any]
-
-
-def default_choice(st: Stage, knob: str, default: Any) -> Any:
-    return default
+#: The free parameters these rules ask ``choose`` for (see knobs.py), once per stage
+#: where the rules reach them. The auto-tuner's GPU search space answers with other
+#: values; without it every stage gets the default. Knobs: ``"gemm_tiles"`` (a
+#: :class:`GemmTiles`), ``"conv_tiles"`` (a :class:`ConvTiles`), ``"reduce_threads"``
+#: (invocations sharing a long reduction; 0 leaves it to one invocation per output) and
+#: ``"workgroup"`` (invocations per workgroup of a stage whose outputs are spread one per
+#: invocation).
+__all__ = ["Choose", "default_choice", "schedule_gpu"]
 
 
 def schedule_gpu(outputs: list[Tensor], workgroup_size: int = WORKGROUP_SIZE,

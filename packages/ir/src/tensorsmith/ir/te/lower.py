@@ -37,7 +37,18 @@ from .expr import (
 )
 from .schedule import Fuse, Layout, Leaf, Schedule, Split, Stage
 from .simplify import simplify
-from .stmt import Allocate, Buffer, For, PrimFunc, Seq, Stmt, Store, all_of, guarded
+from .stmt import (
+    Allocate,
+    Buffer,
+    For,
+    IfThenElse,
+    PrimFunc,
+    Seq,
+    Stmt,
+    Store,
+    all_of,
+    guarded,
+)
 from .tensor import Tensor
 from .visit import rewrite, substitute
 
@@ -204,6 +215,7 @@ class _Lowerer:
             # scratch in a spatial tile); rfactor lanes are accumulators: keep them.
             value = select(all_of(lane_guards), value, acc)
         update = guarded(Store(local, local_index, value), lane_guards)
+        full = None if lanes or fills else _full_tile(st, lane_guards, below)
         spatial_guards = [g for g in guards if not _mentions_reduce(g, st)]
         init = _nest(tile + lanes, Store(local, local_index, identity(body.combiner,
                                                                       out.dtype)))
@@ -221,8 +233,47 @@ class _Lowerer:
         if lanes:
             write = Seq([_fold_lanes(local, first_lane, lanes[0].extent, body.combiner), write])
         write = _nest(tile, write)
-        nest = Allocate(local, Seq([init, _nest(below, update, wrap=fills), write]))
+        reduce: Stmt = _nest(below, update, wrap=fills)
+        if full is not None:
+            # Unswitched: a whole tile accumulates with no lane mask (plain vector loads);
+            # only the one tile over the edge pays for masked ones.
+            plain = _nest(below, Store(local, local_index, value), wrap=fills)
+            reduce = IfThenElse(full, plain, reduce)
+        nest = Allocate(local, Seq([init, reduce, write]))
         return _nest(st.leaves[:pos], nest, wrap=fills)
+
+
+def _full_tile(st: Stage, lane_guards: list[Expr], below: list[Leaf]) -> Expr | None:
+    """A condition on the loops above a register tile under which none of its iterations
+    needs ``lane_guards`` (each guard at the last iteration of the tile's loops), or None
+    where that cannot be told so simply.
+
+    A guard qualifies when the tile's loops enter it only as inner loops of splits and
+    outside any division or modulo: it then grows with each of them, so holding at
+    their last iteration it holds at all."""
+    from .expr import Binary
+    from .visit import free_vars, walk
+
+    if not lane_guards:
+        return None
+    inner = {id(r.inner.var) for r in st.relations if isinstance(r, Split)}
+    tile_vars = {id(lf.var): lf for lf in below}
+    last: dict[int, Expr] = {}
+    for g in lane_guards:
+        for v in free_vars(g):
+            lf = tile_vars.get(id(v))
+            if lf is None:
+                continue
+            if lf.reduce or id(v) not in inner:
+                return None
+            last[id(v)] = const(lf.extent - 1)
+        for e in walk(g):
+            if isinstance(e, Binary) and e.op in ("floordiv", "floormod") and any(
+                    id(v) in tile_vars for v in free_vars(e)):
+                return None
+    if not last:
+        return None
+    return all_of([simplify(substitute(g, last), {}) for g in lane_guards])
 
 
 def _fold_lanes(local: Buffer, first: Expr, extent: int, combiner: str) -> Stmt:

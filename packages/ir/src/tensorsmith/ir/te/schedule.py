@@ -300,10 +300,10 @@ class Schedule:
         if sorted(order) != list(range(axes)):
             raise ValueError(f"layout: {list(order)} is not an axis order of {tensor} "
                              f"({axes} axes)")
-        if block and (not 0 <= block[0] < found[0].ndim or block[1] < 1
-                      or found[0].shape[block[0]] % block[1]):
+        if block and (not 0 <= block[0] < found[0].ndim or block[1] < 1):
             raise ValueError(f"layout: cannot cut axis {block[0]} of {tensor} "
-                             f"{list(found[0].shape)} into blocks of {block[1]}")
+                             f"{list(found[0].shape)} into blocks of {block[1]} (a block "
+                             f"size is positive; the last block may be partial)")
         self.layouts[tensor] = Layout(tuple(order), tuple(block) if block else None, transform)
 
     def _fuse_epilogue(self, st: Stage, consumer: str) -> None:
