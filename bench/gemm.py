@@ -1,9 +1,13 @@
-"""The GEMM table: square float32 matmul, tensorsmith (a one-MatMul graph compiled for llvm)
+"""The GEMM table: float32 matmul, tensorsmith (a one-MatMul graph compiled for llvm)
 against numpy's BLAS, in GFLOP/s at the same thread count.
 
+Each shape runs twice for tensorsmith: with ``b`` a second input (activations times
+activations, as attention's products) and with ``b`` a constant (a layer's weights,
+which the compiler stores as it likes at build time). numpy's ``b`` is the same array.
+
 tensorsmith's inputs are set once and ``m.run()`` is timed (it also copies the output
-out, n² floats: small next to the 2n³ flops). numpy runs ``np.matmul(a, b, out=c)`` in a
-subprocess, see :mod:`bench.gemm_numpy`.
+out, m x n floats: small next to the 2mnk flops). numpy runs ``np.matmul(a, b, out=c)``
+in a subprocess, see :mod:`bench.gemm_numpy`.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from .errors import describe_failure
 from .measure import Stats, relative_error, time_runs
 from .models import matmul_model
 
-__all__ = ["GemmResult", "bench_gemm", "numpy_gemm", "tensorsmith_gemm"]
+__all__ = ["GemmResult", "GemmShape", "bench_gemm", "numpy_gemm", "parse_shapes",
+           "tensorsmith_gemm"]
 
 ROOT = Path(__file__).resolve().parent.parent
 # environment variables that can slow numpy's OpenBLAS down (forcing a core type or L2
@@ -35,11 +40,43 @@ OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+@dataclass(frozen=True)
+class GemmShape:
+    """``[m, k] @ [k, n]``; ``weight``: ``b`` is a constant of the compiled model."""
+
+    m: int
+    n: int
+    k: int
+    weight: bool = False
+
+    @property
+    def label(self) -> str:
+        size = str(self.n) if self.m == self.n == self.k else f"{self.m}x{self.n}x{self.k}"
+        return f"{size} {'weight' if self.weight else 'input'}"
+
+    @property
+    def key(self) -> str:
+        """The numpy subprocess's key: ``b`` is an array there either way."""
+        return f"{self.m}x{self.n}x{self.k}"
+
+
+def parse_shapes(text: str, b: str = "both") -> list[GemmShape]:
+    """``"512,32x50257x768"`` (n, or MxNxK) into shapes; ``b`` is ``input``, ``weight``
+    or ``both`` (each shape twice)."""
+    shapes = []
+    for item in (t.strip() for t in text.split(",") if t.strip()):
+        dims = [int(d) for d in item.lower().split("x")]
+        m, n, k = dims * 3 if len(dims) == 1 else dims
+        for weight in {"input": (False,), "weight": (True,), "both": (False, True)}[b]:
+            shapes.append(GemmShape(m, n, k, weight))
+    return shapes
+
+
 @dataclass
 class GemmResult:
-    """One size of the GEMM table."""
+    """One row of the GEMM table."""
 
-    n: int
+    shape: GemmShape
     tensorsmith: Stats | None = None
     numpy: Stats | None = None
     max_rel_error: float | None = None
@@ -48,7 +85,7 @@ class GemmResult:
 
     @property
     def flops(self) -> float:
-        return 2.0 * self.n**3
+        return 2.0 * self.shape.m * self.shape.n * self.shape.k
 
     def gflops(self, stats: Stats | None, best: bool = False) -> float | None:
         """GFLOP/s at the median time (at the min time with ``best``)."""
@@ -64,7 +101,11 @@ class GemmResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "n": self.n,
+            "shape": self.shape.label,
+            "m": self.shape.m,
+            "n": self.shape.n,
+            "k": self.shape.k,
+            "b_is_weight": self.shape.weight,
             "tensorsmith": self.tensorsmith.as_dict() if self.tensorsmith else None,
             "numpy": self.numpy.as_dict() if self.numpy else None,
             "tensorsmith_gflops": self.gflops(self.tensorsmith),
@@ -79,23 +120,25 @@ class GemmResult:
 
 
 def tensorsmith_gemm(
-    n: int, workdir: Path, *, repeat: int, warmup: int, threads: int, max_seconds: float
+    shape: GemmShape, workdir: Path, *, repeat: int, warmup: int, threads: int,
+    max_seconds: float
 ) -> GemmResult:
-    """Compile ``a @ b`` at ``n`` and time it; failures are recorded in the result."""
-    result = GemmResult(n)
+    """Compile ``a @ b`` at ``shape`` and time it; failures are recorded in the result."""
+    result = GemmResult(shape)
     stage = "compile"
     try:
-        model = matmul_model(n)
-        mod, params = from_onnx(model, shape={"a": (n, n), "b": (n, n)})
-        artifact = workdir / f"matmul_{n}.so"
+        rng = np.random.default_rng(0)
+        a = rng.standard_normal((shape.m, shape.k), dtype=np.float32)
+        b = rng.standard_normal((shape.k, shape.n), dtype=np.float32)
+        model = matmul_model(shape.n, m=shape.m, k=shape.k, weight=b if shape.weight else None)
+        mod, params = from_onnx(model)
+        artifact = workdir / f"matmul_{shape.key}_{int(shape.weight)}.so"
         build(mod, target="llvm", params=params).export_library(artifact)
         stage = "run"
-        rng = np.random.default_rng(0)
-        a = rng.standard_normal((n, n), dtype=np.float32)
-        b = rng.standard_normal((n, n), dtype=np.float32)
         with rt.load(artifact, device="cpu", num_threads=threads) as m:
             m.set_input("a", a)
-            m.set_input("b", b)
+            if not shape.weight:
+                m.set_input("b", b)
             (c,) = m.run()
             result.max_rel_error = relative_error(c, a.astype(np.float64) @ b)
             stage = "time"
@@ -116,11 +159,11 @@ def numpy_env(threads: int) -> dict[str, str]:
 
 
 def numpy_gemm(
-    sizes: list[int], *, repeat: int, warmup: int, threads: int, max_seconds: float
+    shapes: list[GemmShape], *, repeat: int, warmup: int, threads: int, max_seconds: float
 ) -> dict[str, Any]:
     """Run :mod:`bench.gemm_numpy` in a subprocess; its JSON output, parsed."""
     args = {
-        "sizes": sizes,
+        "shapes": sorted({(s.m, s.n, s.k) for s in shapes}),
         "repeat": repeat,
         "warmup": warmup,
         "threads": threads,
@@ -140,7 +183,7 @@ def numpy_gemm(
 
 
 def bench_gemm(
-    sizes: list[int],
+    shapes: list[GemmShape],
     workdir: Path,
     *,
     repeat: int,
@@ -148,21 +191,22 @@ def bench_gemm(
     threads: int,
     max_seconds: float = 20.0,
 ) -> tuple[list[GemmResult], dict[str, Any]]:
-    """Every size through tensorsmith, then numpy; the results and numpy's BLAS info."""
+    """Every shape through tensorsmith, then numpy; the results and numpy's BLAS info."""
     results = [
         tensorsmith_gemm(
-            n, workdir, repeat=repeat, warmup=warmup, threads=threads, max_seconds=max_seconds
+            shape, workdir, repeat=repeat, warmup=warmup, threads=threads,
+            max_seconds=max_seconds
         )
-        for n in sizes
+        for shape in shapes
     ]
     info: dict[str, Any] = {}
     try:
         out = numpy_gemm(
-            sizes, repeat=repeat, warmup=warmup, threads=threads, max_seconds=max_seconds
+            shapes, repeat=repeat, warmup=warmup, threads=threads, max_seconds=max_seconds
         )
         info = {"blas": out["blas"], "limited_by_threadpoolctl": out["limited_by_threadpoolctl"]}
         for r in results:
-            r.numpy = Stats(**out["results"][str(r.n)])
+            r.numpy = Stats(**out["results"][r.shape.key])
     except Exception as exc:
         info = {"error": f"{type(exc).__name__}: {exc}"}
     return results, info

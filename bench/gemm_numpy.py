@@ -1,11 +1,11 @@
 """numpy's column of the GEMM table, meant to run in its own process.
 
-    OPENBLAS_NUM_THREADS=2 python -m bench.gemm_numpy '{"sizes": [512], "repeat": 30, ...}'
+    OPENBLAS_NUM_THREADS=2 python -m bench.gemm_numpy '{"shapes": [[512, 512, 512]], ...}'
 
 :func:`bench.gemm.numpy_gemm` starts it with the BLAS thread variables set (and
 ``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` removed) before numpy is imported, which is
 the only moment they take effect. threadpoolctl, when installed, limits the threads too.
-Prints one JSON object: ``{"results": {n: Stats}, "blas": [threadpool info]}``.
+Prints one JSON object: ``{"results": {"MxNxK": Stats}, "blas": [threadpool info]}``.
 """
 
 from __future__ import annotations
@@ -35,17 +35,17 @@ def main(argv: list[str]) -> int:
     limiter, blas = _limit_threads(threads)
     results: dict[str, Any] = {}
     rng = np.random.default_rng(0)
-    for n in args["sizes"]:
-        a = rng.standard_normal((n, n), dtype=np.float32)
-        b = rng.standard_normal((n, n), dtype=np.float32)
-        c = np.empty((n, n), dtype=np.float32)
+    for m, n, k in args["shapes"]:
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        c = np.empty((m, n), dtype=np.float32)
         stats = time_runs(
             lambda a=a, b=b, c=c: np.matmul(a, b, out=c),
             repeat=args["repeat"],
             warmup=args["warmup"],
             max_seconds=args.get("max_seconds"),
         )
-        results[str(n)] = stats.as_dict()
+        results[f"{m}x{n}x{k}"] = stats.as_dict()
     print(json.dumps({"results": results, "blas": blas, "limited_by_threadpoolctl": bool(limiter)}))
     return 0
 

@@ -374,9 +374,13 @@ def sample_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray
     return feeds
 
 
-def matmul_model(n: int, opset: int = 17) -> onnx.ModelProto:
-    """One MatMul of two float32 inputs ``a`` and ``b`` [n, n]: the GEMM benchmark."""
-    g = GraphBuilder(f"matmul_{n}", opset)
-    product = g.op("MatMul", [g.input("a", [n, n]), g.input("b", [n, n])])
-    g.output(product, [n, n], name="c")
-    return g.model(f"c = a @ b, float32 [{n}, {n}]")
+def matmul_model(n: int, opset: int = 17, m: int | None = None, k: int | None = None,
+                 weight: np.ndarray | None = None) -> onnx.ModelProto:
+    """One MatMul ``c = a @ b`` of float32 ``a`` [m, k] and ``b`` [k, n] (square n x n by
+    default): the GEMM benchmark. ``b`` is a second input, or with ``weight`` a constant
+    (a layer's weights, which a compiler may store in another layout)."""
+    m, k = m or n, k or n
+    g = GraphBuilder(f"matmul_{m}x{n}x{k}", opset)
+    b = g.input("b", [k, n]) if weight is None else g.const(weight, "b")
+    g.output(g.op("MatMul", [g.input("a", [m, k]), b]), [m, n], name="c")
+    return g.model(f"c = a @ b, float32 [{m}, {k}] @ [{k}, {n}]")

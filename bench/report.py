@@ -112,10 +112,11 @@ def model_table(results: Sequence[ModelResult], threads: int) -> str:
 
 
 def gemm_table(results: Sequence[GemmResult], info: dict[str, Any], threads: int) -> str:
-    header = ["n", "tensorsmith GFLOP/s", "numpy GFLOP/s", "ratio", "max rel error", "note"]
+    header = ["shape, b", "tensorsmith GFLOP/s", "numpy GFLOP/s", "ratio", "max rel error",
+              "note"]
     rows = [
         [
-            str(r.n),
+            r.shape.label,
             _gflops(r, r.tensorsmith),
             _gflops(r, r.numpy),
             _num(r.ratio, ".2f"),
@@ -125,7 +126,8 @@ def gemm_table(results: Sequence[GemmResult], info: dict[str, Any], threads: int
         for r in results
     ]
     title = (
-        f"GEMM: float32 n x n @ n x n, {threads} threads, GFLOP/s at the median (min) time, "
+        f"GEMM: float32 [m, k] @ [k, n] (n alone: square), b a second input or a constant "
+        f"weight, {threads} threads, GFLOP/s at the median (min) time, "
         "ratio = tensorsmith / numpy at the median (> 1: tensorsmith faster)"
     )
     lines = [title, format_table(header, rows, notes=True)]

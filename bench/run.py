@@ -2,7 +2,7 @@
 
     python bench/run.py                        # all models, then the GEMM table
     python bench/run.py --models resnet18,bert_encoder --no-gemm --repeat 50
-    python bench/run.py --gemm-only --gemm-sizes 512,1024
+    python bench/run.py --gemm-only --gemm-sizes 512,1024,32x50257x768 --gemm-b weight
     python bench/run.py --per-op 10            # also the 10 slowest kernels per model
     python bench/run.py --models bert_encoder --no-gemm --records bert_encoder=bert.jsonl
     nox -s bench -- --models resnet50          # the same, against a fresh install
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/run.py` puts bench/, not the root, on the path
     sys.path.insert(0, str(ROOT))
 
-from bench.gemm import bench_gemm  # noqa: E402
+from bench.gemm import bench_gemm, parse_shapes  # noqa: E402
 from bench.model_bench import BENCH_CONFIGS, EXTRA_CONFIGS, ModelResult, bench_model  # noqa: E402
 from bench.report import (  # noqa: E402
     environment,
@@ -35,7 +35,7 @@ from bench.report import (  # noqa: E402
 )
 
 RESULTS_DIR = ROOT / "bench" / "results"
-DEFAULT_GEMM_SIZES = "512,1024,2048"
+DEFAULT_GEMM_SIZES = "256,512,1024,2048,4096,32x50257x768"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -51,7 +51,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     gemm = p.add_mutually_exclusive_group()
     gemm.add_argument("--gemm-only", action="store_true", help="only the GEMM table")
     gemm.add_argument("--no-gemm", action="store_true", help="no GEMM table")
-    p.add_argument("--gemm-sizes", default=DEFAULT_GEMM_SIZES, help="default: %(default)s")
+    p.add_argument("--gemm-sizes", default=DEFAULT_GEMM_SIZES,
+                   help="n (square) or MxNxK, comma-separated (default: %(default)s)")
+    p.add_argument("--gemm-b", choices=("input", "weight", "both"), default="both",
+                   help="b a second input, a constant weight, or each shape both ways "
+                   "(default: %(default)s)")
     p.add_argument("--repeat", type=int, default=30, help="timed runs each (default: %(default)s)")
     p.add_argument(
         "--warmup", type=int, default=5, help="untimed runs first (default: %(default)s)"
@@ -92,7 +96,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             p.error(f"--records {item}: expected MODEL=PATH, a model of --models and a file")
         records[model] = path
     args.records = records
-    args.gemm_sizes = [int(n) for n in args.gemm_sizes.split(",") if n.strip()]
+    try:
+        args.gemm_sizes = parse_shapes(args.gemm_sizes, args.gemm_b)
+    except ValueError:
+        p.error(f"--gemm-sizes {args.gemm_sizes}: expected n or MxNxK, comma-separated")
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
     return args
