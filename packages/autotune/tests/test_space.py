@@ -182,8 +182,9 @@ def _cnn():
 
 @pytest.mark.parametrize("graph", [mlp, convnet, _cnn, lambda: matmul(256, 256, 256),
                                    lambda: mlp(batch=1, sizes=(784, 256, 256, 10)),
-                                   lambda: mlp(batch=32, sizes=(768, 1001, 10))],
-                         ids=["mlp", "convnet", "cnn", "matmul256", "mlp784", "wide"])
+                                   lambda: mlp(batch=32, sizes=(768, 1001, 10)),
+                                   lambda: mlp(batch=1024, sizes=(1024, 1024, 10))],
+                         ids=["mlp", "convnet", "cnn", "matmul256", "mlp784", "wide", "big"])
 def test_default_config_is_the_default_cpu_rule(graph) -> None:  # noqa: ANN001
     """The space contains the default schedule, as its default config: the search starts
     from it. (When the rules in ir/schedules/cpu.py change, the sketches must follow.)"""

@@ -356,7 +356,8 @@ class TiledSketch(Sketch):
             Knob("outer_order", ("natural", "cols_first", "rows_first"), rule.get(
                 "outer_order", "cols_first" if self.row is not None and window else "natural")),
             Knob("tile_rows", (1, 2, 4, 8), 1),
-            Knob("tile_cols", (1, 2, 4, 8), 1),
+            Knob("tile_cols", _choices(cols, (1, 2, 4, 8, 16), rule.get("tile_cols", 1)),
+                 rule.get("tile_cols", 1)),
             Knob("inner_order", ("rc", "cr"), "rc"),
             Knob("ksplit", _choices(k - 1, (0, 4, 8, 16, 32, 64)), 0),
             Knob("korder", tuple(range(len(self.rperms))), 0),
@@ -371,6 +372,10 @@ class TiledSketch(Sketch):
         ]
         if self.pointwise:
             knobs.insert(0, Knob("flatten", (True, False), rule["flatten"]))
+        if len(self.reduce) == 1 and not window:
+            # the reduction in cache-sized blocks, partial sums kept in the output
+            kblock = int(rule.get("kblock", 0))
+            knobs.append(Knob("kblock", _choices(k - 1, (0, 128, 256, 512), kblock), kblock))
         if unroll_reduce:  # small reduce loops over constant tables (Winograd's output)
             knobs.append(Knob("unroll_reduce", (True, False), True))
         self.weight = _channel_vector_weight(stage, constants) if window else None
@@ -419,6 +424,8 @@ class TiledSketch(Sketch):
             return False
         if v["kpos"] == "outer" and (v["cache"] or not v["ksplit"]):
             return False  # a k loop above a cached tile would overwrite partial sums
+        if v.get("kblock") and (not v["cache"] or v["ksplit"]):
+            return False  # blocks of k keep their partial sums in a cached tile
         unrolled = (rows if v["unroll_rows"] else 1) * (
             v["ksplit"] if v["unroll_k"] and v["ksplit"] else 1)
         if v.get("unroll_reduce"):
@@ -457,8 +464,8 @@ class TiledSketch(Sketch):
         ioi = joi = None
         if v["tile_rows"] > 1 and io is not None:
             io, ioi = _split(s, st, io, s[st].leaf(io).extent, v["tile_rows"])
-        if v["tile_cols"] > 1:
-            jo, joi = _split(s, st, jo, s[st].leaf(jo).extent, v["tile_cols"])
+        if 1 < v["tile_cols"] < s[st].leaf(jo).extent:
+            jo, joi = s.split(st, jo, v["tile_cols"])
         others = [a for a in spatial if a not in (row_axis, vec_axis)]
         if v["outer_order"] == "cols_first":
             outer = [*others, jo, io]
@@ -471,8 +478,10 @@ class TiledSketch(Sketch):
         if v["inner_order"] == "cr":
             inner_tile.reverse()
         reduce: list[str] = []
-        ko = ki = None
+        ko = ki = kb = None
         for name in self.rperms[v["korder"]]:
+            if name == self.kaxis and 0 < v.get("kblock", 0) < self.extent[name]:
+                kb, name = s.split(st, name, v["kblock"])
             if name == self.kaxis and v["ksplit"]:
                 ko, ki = s.split(st, name, v["ksplit"])
                 reduce += [ko, ki]
@@ -488,6 +497,8 @@ class TiledSketch(Sketch):
             order = [*outer, ko, *inner_tile, *below]
         else:
             order = [*outer, *inner_tile, *below]
+        if kb is not None:  # blocks of k outermost, the parallel loop inside
+            order.insert(0, kb)
         s.reorder(st, *[x for x in order if x is not None])
         fused = _fuse_all(s, st, outer)
         at = inner_tile[-1] if inner_tile else fused
@@ -505,7 +516,7 @@ class TiledSketch(Sketch):
             s.vectorize(st, ji)
         if fused is not None and v["parallel"] and s[st].leaf(fused).extent > 1:
             s.parallel(st, fused)
-        if cached and v["epilogue"] and self.epilogue is not None:
+        if cached and v["epilogue"] and self.epilogue is not None and kb is None:
             try:
                 s.fuse_epilogue(st, self.epilogue)
             except ValueError:

@@ -63,9 +63,10 @@ def register_tile(resources: CpuResources, cols: int, rows: int,
     ``vec`` is a power-of-two number of whole vector registers per tile row (at most a
     quarter of the register file: 2 on AVX2, 4 on AVX-512), the widest whose masked tail
     wastes at most a quarter of its lanes. ``rows`` fills what is left after one row of
-    the other operand and a broadcast register, at most :data:`MAX_TILE_ROWS`: a divisor
-    of ``rows`` near that when one exists, else that many with the tail tile clamped to
-    the last row (lowering keeps branches out of the tile)."""
+    the other operand and a broadcast register, at most :data:`MAX_TILE_ROWS`, with the
+    tail tile clamped to the last row (lowering keeps branches out of the tile); where
+    that recomputes more than a tenth of the rows, a slightly smaller divisor of ``rows``
+    if there is one."""
     lanes = resources.lanes(element_bytes)
     widest = max(1, resources.vector_registers // 8)
     widths = [lanes * (1 << p) for p in range(widest.bit_length() - 1, -1, -1)]
@@ -78,6 +79,8 @@ def register_tile(resources: CpuResources, cols: int, rows: int,
     budget = max(1, min(MAX_TILE_ROWS, (resources.vector_registers - per_row - 1) // per_row))
     if rows <= budget:
         return vec, max(1, rows)
+    if (-(-rows // budget) * budget - rows) * 10 <= rows:
+        return vec, budget
     for f in range(budget, max(1, -(-2 * budget // 3)) - 1, -1):
         if rows % f == 0:
             return vec, f
@@ -108,8 +111,8 @@ class CpuRules:
             self.window(st)
             self.epilogue(st)
         elif op.reduce_axes and last_axis_contiguous(st):
-            self.matmul(st)
-            self.epilogue(st)
+            if self.matmul(st):
+                self.epilogue(st)
         elif op.reduce_axes:
             self.reduction(st)
         else:
@@ -153,9 +156,11 @@ class CpuRules:
         self.s.vectorize(st.name, xi)
         self.parallel(st, rows)
 
-    def matmul(self, st: Stage) -> None:
+    def matmul(self, st: Stage) -> bool:
         """Register tile: rows x a vector block of columns, accumulated in a local buffer
-        over the whole reduction, then written back once."""
+        over the whole reduction (or over one cache-sized block of it, see
+        :meth:`blocking`), then written back. Returns whether elementwise ops after it
+        may ride the write-back (not when it writes partial sums)."""
         op = st.tensor.op
         assert op is not None
         spatial = [a.var.name for a in op.axes]
@@ -171,22 +176,59 @@ class CpuRules:
             # loop then walks one contiguous run instead of a row of B (up to a page
             # apart) per step, which is what kept wide products far from the FMA peak.
             self.s.layout(st.name, panel, (1, 0, 2), (1, vec))
+        kblock, panels = self.blocking(st, vec) if len(reduce) == 1 else (0, 1)
         tile_rows: list[str] = []
         outer = [*spatial[:-1], jo]
         if row_extent > 1:
             io, ii = self.s.split(st.name, spatial[-2], self.choose(st, "rows", rows))
-            order = self.choose(st, "outer_order", self.matmul_order(st))
+            order = self.choose(st, "outer_order",
+                                "cols_first" if kblock else self.matmul_order(st))
             outer = [*spatial[:-2], *((jo, io) if order == "cols_first" else (io, jo))]
             tile_rows = [ii]
-        self.s.reorder(st.name, *outer, *reduce, *tile_rows, ji)
+        panels = self.choose(st, "tile_cols", panels) if len(reduce) == 1 else 1
+        inner_tile: list[str] = []
+        if panels > 1 and st.leaf(jo).extent > panels:
+            jo_outer, joi = self.s.split(st.name, jo, panels)
+            outer = [jo_outer if x == jo else x for x in outer]
+            inner_tile = [joi]
+        blocks: list[str] = []
+        kblock = self.choose(st, "kblock", kblock) if len(reduce) == 1 else 0
+        if kblock and kblock < op.reduce_axes[0].extent:
+            ko, ki = self.s.split(st.name, reduce[0], kblock)
+            blocks, reduce = [ko], [ki]
+        self.s.reorder(st.name, *blocks, *outer, *inner_tile, *reduce, *tile_rows, ji)
         fused = self.fuse_all(st, outer)
         assert fused is not None
-        self.s.cache_write(st.name, fused)
+        self.s.cache_write(st.name, inner_tile[-1] if inner_tile else fused)
         for r in tile_rows:
             self.s.unroll(st.name, r)
         if st.leaf(ji).extent <= 64:
             self.s.vectorize(st.name, ji)
         self.parallel(st, fused)
+        return not blocks
+
+    def blocking(self, st: Stage, vec: int) -> tuple[int, int]:
+        """``(kblock, panels)`` for a product too large for the caches, else ``(0, 1)``.
+
+        When neither operand fits the L2 cache several times over, the reduction runs in
+        blocks of ``kblock`` (a divisor of its length near 256, partial sums kept in the
+        output between blocks), and each thread walks ``panels`` panels of ``B`` (one
+        block of them fits half the L2) for every block of rows before it moves on: each
+        panel block is then read from memory once per row block of a whole column, not
+        once per register tile. The cost is a write-back per block and no epilogue."""
+        op = st.tensor.op
+        assert op is not None
+        size = _element_bytes(st)
+        depth, rows, cols = op.reduce_axes[0].extent, op.axes[-2].extent, op.axes[-1].extent
+        limit = 4 * self.res.l2_bytes
+        if len(op.axes) < 2 or depth * rows * size <= limit or depth * cols * size <= limit:
+            return 0, 1
+        kblock = next((d for d in sorted(range(128, 513), key=lambda d: abs(d - 256))
+                       if depth % d == 0), 0)
+        if not kblock:
+            return 0, 1
+        panels = max(1, (self.res.l2_bytes // 2) // (kblock * vec * size))
+        return kblock, min(panels, -(-cols // vec))
 
     def matmul_order(self, st: Stage) -> str:
         """Which operand a thread keeps in cache while it walks the other.

@@ -217,8 +217,23 @@ class _Lowerer:
         update = guarded(Store(local, local_index, value), lane_guards)
         full = None if lanes or fills else _full_tile(st, lane_guards, below)
         spatial_guards = [g for g in guards if not _mentions_reduce(g, st)]
-        init = _nest(tile + lanes, Store(local, local_index, identity(body.combiner,
-                                                                      out.dtype)))
+        start: Expr = identity(body.combiner, out.dtype)
+        blocks = [lf for lf in st.leaves[:pos] if lf.reduce]
+        init_guards: list[Expr] = []
+        if blocks:
+            # Blocked reduction (a reduce loop above the tile, e.g. K in cache-sized
+            # blocks): the tile starts from the output's partial result, except in the
+            # first block, and the write-back stores partial results.
+            if lanes or st.epilogue is not None:
+                raise ValueError(f"{st.name}: rfactor and fuse_epilogue need every reduce "
+                                 f"loop below the cache_write loop {st.cache_at}")
+            own = simplify(flat_index(out.shape, tuple(clamped[id(a.var)]
+                                                       for a in st.tensor.op.axes)),  # type: ignore[union-attr]
+                           self.bounds)
+            first = all_of([binary("eq", lf.var, const(0)) for lf in blocks])
+            start = select(first, start, Load(out, (own,), out.dtype))
+            init_guards = [g for g in lane_guards if not _mentions_reduce(g, st)]
+        init = _nest(tile + lanes, guarded(Store(local, local_index, start), init_guards))
         result: Expr = Load(local, (first_lane,), out.dtype)
         if st.epilogue is not None:
             cop = st.epilogue.tensor.op

@@ -74,12 +74,41 @@ def simplify(e: Expr, bounds: dict[int, Interval]) -> Expr:
 
 
 def _split_multiple(a: Binary, c: int, bounds: dict[int, Interval]) -> tuple[Expr, Expr] | None:
-    """Write ``a`` as ``u * c + v`` with ``0 <= v < c`` if its shape allows."""
-    left, right = a.a, a.b
-    for m, rest in ((left, right), (right, left)):
-        if (isinstance(m, Binary) and m.op == "mul" and isinstance(m.b, Const)
-                and m.b.value == c):
-            r = interval(rest, bounds)
-            if r is not None and r[0] >= 0 and r[1] < c:
-                return m.a, rest
-    return None
+    """Write the sum ``a`` as ``u * c + v`` with ``0 <= v < c`` if its terms allow: the
+    terms that are multiples of ``c`` make ``u``, the others ``v``. A loop split twice
+    (``(jo * 16 + ji) * 16 + jj``) indexes ``[j // 16, j % 16]`` storage this way."""
+    multiples: list[Expr] = []
+    rest: list[Expr] = []
+    for term in _terms(a):
+        if (isinstance(term, Binary) and term.op == "mul" and isinstance(term.b, Const)
+                and _is_int(term.b.value) and term.b.value % c == 0):
+            k = term.b.value // c
+            multiples.append(term.a if k == 1 else binary("mul", term.a, const(k, term.dtype)))
+        elif isinstance(term, Const) and _is_int(term.value) and term.value % c == 0:
+            multiples.append(const(term.value // c, term.dtype))
+        else:
+            rest.append(term)
+    if not multiples:
+        return None
+    v = _sum(rest) if rest else const(0, a.dtype)
+    r = interval(v, bounds)
+    if r is None or r[0] < 0 or r[1] >= c:
+        return None
+    return _sum(multiples), v
+
+
+def _terms(e: Expr) -> list[Expr]:
+    if isinstance(e, Binary) and e.op == "add":
+        return [*_terms(e.a), *_terms(e.b)]
+    return [e]
+
+
+def _sum(terms: list[Expr]) -> Expr:
+    out = terms[0]
+    for t in terms[1:]:
+        out = binary("add", out, t)
+    return out
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
