@@ -184,7 +184,7 @@ def test_rules_ask_for_their_knobs() -> None:
                             **({"choose": choose} if choose else {}))
 
     knobs = rule_knobs(schedule, [out], frozenset({"in1"}))["t0"]
-    assert knobs["vec"] == 16 and knobs["rows"] == 4 and knobs["pack"] is True
+    assert knobs["vec"] == 16 and knobs["rows"] == 6 and knobs["pack"] is True
     assert {"outer_order", "parallel"} <= set(knobs)
     eight = schedule_cpu([out], resources=AVX2,
                          choose=lambda st, knob, default: 8 if knob == "vec" else default)

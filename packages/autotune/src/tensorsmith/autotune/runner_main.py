@@ -147,7 +147,7 @@ def measure(job: dict[str, Any]) -> None:
     if job.get("reference"):
         try:
             ref = rt.load(job["reference"], device=device)
-            reference = ref.run(feed)
+            reference = ref.run(in_layouts(ref.metadata, feed))
             ref.close()
         except Exception as e:
             emit({"fatal": f"the default schedule failed to run: {type(e).__name__}: {e}"})

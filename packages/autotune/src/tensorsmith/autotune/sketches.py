@@ -37,12 +37,13 @@ from typing import Any
 from tensorsmith.ir.schedules.cpu import (
     PARALLEL_MIN_WORK,
     VECTOR_BLOCK,
+    channel_vector_weight,
     last_axis_contiguous,
     packable_weight,
 )
 from tensorsmith.ir.schedules.epilogue import epilogue_consumer
-from tensorsmith.ir.te.expr import Binary, Const, Load
-from tensorsmith.ir.te.schedule import Schedule, Stage, input_tensors
+from tensorsmith.ir.te.expr import Binary, Const
+from tensorsmith.ir.te.schedule import Schedule, Stage
 from tensorsmith.ir.te.visit import walk
 
 Values = dict[str, Any]
@@ -378,15 +379,16 @@ class TiledSketch(Sketch):
             knobs.append(Knob("kblock", _choices(k - 1, (0, 128, 256, 512), kblock), kblock))
         if unroll_reduce:  # small reduce loops over constant tables (Winograd's output)
             knobs.append(Knob("unroll_reduce", (True, False), True))
-        self.weight = _channel_vector_weight(stage, constants) if window else None
+        self.weight = channel_vector_weight(stage, constants) if window else None
         # A Winograd output transform reads its products with output channels contiguous:
         # its vector loop runs over those by default, and needs no weight stored otherwise.
         if self.weight is not None or unroll_reduce:
             o, x = self.extent[self.spatial[1]], self.extent[self.spatial[-1]]
-            crows = min(8, x, rows_default) if unroll_reduce else min(8, x)
-            knobs += [Knob("vec_axis", ("cols", "channels"),
-                           "channels" if unroll_reduce else "cols"),
-                      Knob("cvec", _choices(o, (8, 16, 32, 48, 64), 16), min(16, o)),
+            crows = rule.get("crows", min(8, x, rows_default) if unroll_reduce else min(8, x))
+            cvec = rule.get("cvec", min(16, o))
+            knobs += [Knob("vec_axis", ("cols", "channels"), rule.get(
+                          "vec_axis", "channels" if unroll_reduce else "cols")),
+                      Knob("cvec", _choices(o, (8, 16, 32, 48, 64), cvec), cvec),
                       Knob("crows", _choices(x, (2, 4, 6, 7, 8, 10, 12, 14, 16), crows),
                            crows)]
         self.panel = None if window else packable_weight(stage, constants)
@@ -395,19 +397,17 @@ class TiledSketch(Sketch):
         self.knobs = tuple(knobs)
 
     def seeds(self) -> list[Values]:
-        """Vector loops over output channels, with a few register tiles: measured on
-        ResNet layers, these beat the default rule by up to 2x on strided and small-image
-        convolutions and lose on others, so the search measures them early. For a matrix
-        product with a constant right-hand side: the same tile with the other choice of
-        packed panels than the rule's."""
+        """The rules' other choices, measured early by the search. For a convolution:
+        vector loops along output columns (the rule for grouped convolutions), and other
+        orders of the output-channel tile; for a matrix product with a constant
+        right-hand side: the other choice of packed panels than the rule's."""
         if self.panel is not None:
             pack = next(k.default for k in self.knobs if k.name == "pack")
             return [{"pack": not pack}]
         if self.weight is None:
             return []
-        return [{"vec_axis": "channels", "cvec": vec, "crows": rows, "outer_order": order}
-                for vec, rows, order in ((32, 7, "rows_first"), (32, 8, "rows_first"),
-                                         (16, 14, "rows_first"), (32, 8, "natural"))]
+        return [{"vec_axis": "cols"}, *({"vec_axis": "channels", "outer_order": order}
+                                        for order in ("natural", "rows_first", "cols_first"))]
 
     def _cols(self, v: Values) -> int:
         if v.get("vec_axis") == "channels":
@@ -521,22 +521,6 @@ class TiledSketch(Sketch):
                 s.fuse_epilogue(st, self.epilogue)
             except ValueError:
                 s.steps.pop()
-
-
-def _channel_vector_weight(stage: Stage, constants: frozenset[str]) -> str | None:
-    """The weight a dense (ungrouped) convolution reads, when it is a constant the build
-    can store transposed: only then may the vector loop run over output channels."""
-    op = stage.tensor.op
-    assert op is not None
-    if op.tag != "conv2d" or not op.reduce_axes:
-        return None
-    data, *rest = input_tensors(stage.tensor)
-    rc = op.reduce_axes[0].var
-    for load in (e for e in walk(op.body) if isinstance(e, Load)):
-        if load.buffer is data and load.indices[1] is not rc:
-            return None  # grouped: input channels follow the output channel
-    weights = [t for t in rest if t.op is None and t.ndim == 4 and t.name in constants]
-    return weights[0].name if weights else None
 
 
 def sketch_for(stage: Stage, outputs: set[int], readers: dict[int, list[Stage]],

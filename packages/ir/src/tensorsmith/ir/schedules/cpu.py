@@ -43,6 +43,9 @@ PARALLEL_MIN_WORK = 1 << 15
 VECTOR_BLOCK = 64
 #: Rows of a register tile at most: beyond this the unrolled body only grows.
 MAX_TILE_ROWS = 12
+#: What one more register tile costs, in rows of multiply-adds: its loads of the vector
+#: operand, loop and write-back. Fewer, fuller tiles win until the tail wastes more.
+TILE_OVERHEAD_ROWS = 1.5
 
 
 def schedule_cpu(outputs: list[Tensor], num_threads: int = 0,
@@ -62,11 +65,11 @@ def register_tile(resources: CpuResources, cols: int, rows: int,
 
     ``vec`` is a power-of-two number of whole vector registers per tile row (at most a
     quarter of the register file: 2 on AVX2, 4 on AVX-512), the widest whose masked tail
-    wastes at most a quarter of its lanes. ``rows`` fills what is left after one row of
-    the other operand and a broadcast register, at most :data:`MAX_TILE_ROWS`, with the
-    tail tile clamped to the last row (lowering keeps branches out of the tile); where
-    that recomputes more than a tenth of the rows, a slightly smaller divisor of ``rows``
-    if there is one."""
+    wastes at most a quarter of its lanes. ``rows`` is at most what is left after one row
+    of the other operand and a broadcast register (and :data:`MAX_TILE_ROWS`); a tail
+    tile is clamped to the last row (lowering keeps branches out of the tile), so of the
+    sizes that fit, the one with the least work counting the recomputed rows and
+    :data:`TILE_OVERHEAD_ROWS` per tile wins (7 rows: 4 + 3 rather than 6 + 6)."""
     lanes = resources.lanes(element_bytes)
     widest = max(1, resources.vector_registers // 8)
     widths = [lanes * (1 << p) for p in range(widest.bit_length() - 1, -1, -1)]
@@ -79,12 +82,8 @@ def register_tile(resources: CpuResources, cols: int, rows: int,
     budget = max(1, min(MAX_TILE_ROWS, (resources.vector_registers - per_row - 1) // per_row))
     if rows <= budget:
         return vec, max(1, rows)
-    if (-(-rows // budget) * budget - rows) * 10 <= rows:
-        return vec, budget
-    for f in range(budget, max(1, -(-2 * budget // 3)) - 1, -1):
-        if rows % f == 0:
-            return vec, f
-    return vec, budget
+    return vec, min(range(budget, 0, -1),
+                    key=lambda f: -(-rows // f) * (f + TILE_OVERHEAD_ROWS))
 
 
 class CpuRules:
@@ -264,7 +263,12 @@ class CpuRules:
         n, o, y, x = (a.var.name for a in op.axes)
         reduce = [a.var.name for a in op.reduce_axes]
         flat = op.tag == "conv2d" and (pointwise_conv(st) or small_image(st, self.res))
-        if flat and self.choose(st, "flatten", True):
+        flatten = flat and self.choose(st, "flatten", True)
+        weight = channel_vector_weight(st, self.constants)
+        if weight is not None and self.choose(st, "vec_axis", "channels") == "channels":
+            self.conv_channels(st, weight)
+            return
+        if flatten:
             cols = self.s.fuse(st.name, y, x)
             spatial_outer: list[str] = []
         else:
@@ -285,6 +289,60 @@ class CpuRules:
             self.s.unroll(st.name, r)
         self.s.vectorize(st.name, ci)
         self.parallel(st, fused)
+
+    def conv_channels(self, st: Stage, weight: str) -> None:
+        """A dense convolution with constant weights: vector lanes over output channels,
+        rows over output columns (``n, o.o, y, x.o | c, ry, rx | x.i, o.i``).
+
+        Every image width and stride fills whole registers (output channels come in
+        multiples of the vector width), no tile needs a lane mask, and each input element
+        is one broadcast. The weights are stored with a block of output channels last
+        (``[O / vec, C, KH, KW, vec]``), so each ``(c, ry, rx)`` reads its lanes in one
+        load and a block's weights are one sequential run."""
+        op = st.tensor.op
+        assert op is not None
+        n, o, y, x = (a.var.name for a in op.axes)
+        reduce = [a.var.name for a in op.reduce_axes]
+        channels, width = op.axes[1].extent, op.axes[3].extent
+        vec, rows = register_tile(self.res, channels, width, _element_bytes(st))
+        vec = self.choose(st, "cvec", min(vec, channels))
+        rows = self.choose(st, "crows", rows)
+        if channels % vec == 0:
+            self.s.layout(st.name, weight, (0, 2, 3, 4, 1), (0, vec))
+        else:
+            self.s.layout(st.name, weight, (1, 2, 3, 0))
+        oo, oi = self.s.split(st.name, o, vec)
+        xo, xi = self.s.split(st.name, x, rows)
+        order = self.choose(st, "outer_order", self.conv_order(st))
+        outer = {"natural": [n, oo, y, xo], "rows_first": [n, y, xo, oo],
+                 "cols_first": [n, y, oo, xo]}[order]
+        self.s.reorder(st.name, *outer, *reduce, xi, oi)
+        fused = self.fuse_all(st, outer)
+        assert fused is not None
+        self.s.cache_write(st.name, fused)
+        self.s.unroll(st.name, xi)
+        if st.leaf(oi).extent <= 64:
+            self.s.vectorize(st.name, oi)
+        self.parallel(st, fused)
+
+    def conv_order(self, st: Stage) -> str:
+        """Blocks of output channels outermost (``natural``: each block's weights stay in
+        cache while it sweeps the image) unless the weights are small and the image
+        large: then each row of pixels meets every block of weights (``rows_first``)
+        while it is in cache."""
+        op = st.tensor.op
+        assert op is not None
+        size = _element_bytes(st)
+        data = input_tensors(st.tensor)[0]
+        image = size
+        for extent in data.shape:
+            image *= extent
+        weights = size * op.axes[1].extent
+        for a in op.reduce_axes:
+            weights *= a.extent
+        if weights <= self.res.l2_bytes // 2 and image > self.res.l2_bytes:
+            return "rows_first"
+        return "natural"
 
     def reduction(self, st: Stage) -> None:
         """Softmax sums, reductions along a row: the spatial axes fused, in parallel."""
@@ -349,6 +407,22 @@ def packable_weight(st: Stage, constants: frozenset[str]) -> str | None:
                 and id(load.indices[0]) in reduce_vars):
             return t.name
     return None
+
+
+def channel_vector_weight(st: Stage, constants: frozenset[str]) -> str | None:
+    """The weight a dense (ungrouped) convolution reads, when it is a constant the build
+    can store transposed: only then may the vector loop run over output channels."""
+    op = st.tensor.op
+    assert op is not None
+    if op.tag != "conv2d" or not op.reduce_axes:
+        return None
+    data, *rest = input_tensors(st.tensor)
+    rc = op.reduce_axes[0].var
+    for load in collect_loads(op.body):
+        if load.buffer is data and load.indices[1] is not rc:
+            return None  # grouped: input channels follow the output channel
+    weights = [t for t in rest if t.op is None and t.ndim == 4 and t.name in constants]
+    return weights[0].name if weights else None
 
 
 def reads_padding_in_place(pad: Stage, readers: dict[int, list[Stage]],
