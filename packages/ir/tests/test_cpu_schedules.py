@@ -189,3 +189,23 @@ def test_rules_ask_for_their_knobs() -> None:
     eight = schedule_cpu([out], resources=AVX2,
                          choose=lambda st, knob, default: 8 if knob == "vec" else default)
     assert eight.steps[0].args == ("t0_i1", 8)
+
+
+@pytest.mark.parametrize("resources", [AVX2, AVX512], ids=lambda r: r.cpu)
+@pytest.mark.parametrize(("channels", "stride"), [(32, 1), (64, 2), (24, 1)])
+def test_dense_conv_vectorizes_over_output_channels(resources: CpuResources, channels: int,
+                                                    stride: int) -> None:
+    """With constant weights, lanes run over whole blocks of output channels (weights
+    stored [O/vec, C, KH, KW, vec]); 24 channels fill no 16-lane block, so AVX-512 keeps
+    its lanes along the columns there. Either way the result is exact."""
+    func = check("conv2d", [(1, 5, 9, 11), (channels, 5, 3, 3)],
+                 {"pads": [1, 1, 1, 1], "strides": [stride, stride]}, resources,
+                 frozenset({"in1"}))
+    lanes = resources.lanes()
+    layouts = func.attrs.get("layouts", {})
+    if channels % lanes:
+        assert not layouts
+    else:
+        vec = layouts[1]["block"][1]
+        assert layouts[1]["order"] == [0, 2, 3, 4, 1] and channels % vec == 0
+        assert vec % lanes == 0

@@ -265,8 +265,10 @@ class CpuRules:
         flat = op.tag == "conv2d" and (pointwise_conv(st) or small_image(st, self.res))
         flatten = flat and self.choose(st, "flatten", True)
         weight = channel_vector_weight(st, self.constants)
-        if weight is not None and self.choose(st, "vec_axis", "channels") == "channels":
-            self.conv_channels(st, weight)
+        channel_vec = self.channel_block(st)
+        if weight is not None and self.choose(
+                st, "vec_axis", "channels" if channel_vec else "cols") == "channels":
+            self.conv_channels(st, weight, channel_vec)
             return
         if flatten:
             cols = self.s.fuse(st.name, y, x)
@@ -290,7 +292,22 @@ class CpuRules:
         self.s.vectorize(st.name, ci)
         self.parallel(st, fused)
 
-    def conv_channels(self, st: Stage, weight: str) -> None:
+    def channel_block(self, st: Stage) -> int:
+        """Output channels per vector block of :meth:`conv_channels`: the widest
+        power-of-two number of whole registers (at most a quarter of the register file)
+        that divides the channels; 0 where none does (24 channels on AVX-512: lanes over
+        the columns instead), since a partial block would need masks in every tile."""
+        op = st.tensor.op
+        assert op is not None
+        lanes = self.res.lanes(_element_bytes(st))
+        block = lanes * max(1, self.res.vector_registers // 8)
+        while block >= lanes:
+            if op.axes[1].extent % block == 0:
+                return block
+            block //= 2
+        return 0
+
+    def conv_channels(self, st: Stage, weight: str, vec: int = 0) -> None:
         """A dense convolution with constant weights: vector lanes over output channels,
         rows over output columns (``n, o.o, y, x.o | c, ry, rx | x.i, o.i``).
 
@@ -304,7 +321,8 @@ class CpuRules:
         n, o, y, x = (a.var.name for a in op.axes)
         reduce = [a.var.name for a in op.reduce_axes]
         channels, width = op.axes[1].extent, op.axes[3].extent
-        vec, rows = register_tile(self.res, channels, width, _element_bytes(st))
+        vec = vec or self.channel_block(st) or register_tile(self.res, channels, 1)[0]
+        rows = register_tile(self.res, vec, width, _element_bytes(st))[1]
         vec = self.choose(st, "cvec", min(vec, channels))
         rows = self.choose(st, "crows", rows)
         if channels % vec == 0:
