@@ -209,3 +209,14 @@ def test_dense_conv_vectorizes_over_output_channels(resources: CpuResources, cha
         vec = layouts[1]["block"][1]
         assert layouts[1]["order"] == [0, 2, 3, 4, 1] and channels % vec == 0
         assert vec % lanes == 0
+
+
+def test_long_reduction_runs_in_blocks_with_partial_sums() -> None:
+    """A product too large for the (here tiny) L2 reduces in blocks of k: the tile starts
+    from the output's partial sums after the first block, and the result is exact."""
+    tiny = CpuResources("tiny-l2", vector_bits=256, vector_registers=16, l2_bytes=8192)
+    func = check("matmul", [(5, 1024), (1024, 24)], {}, tiny, frozenset({"in1"}))
+    steps = func.attrs.get("steps") or []
+    outer = [s for s in walk_stmts(func.body) if isinstance(s, For)][0]
+    assert outer.var.name == "k.o" and outer.extent == 4  # 4 blocks of 256, outermost
+    assert not steps or all(s[0] != "fuse_epilogue" for s in steps)

@@ -37,10 +37,20 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return paths
 
 
+# The model's weights, 64-byte aligned. The artifact may hold a little more: weights the
+# kernels read in panels of the target's vector width are stored that way, zero-padded.
+WEIGHT_BYTES = 940_608
+
+
+def _params_bytes(path) -> int:  # noqa: ANN001
+    return json.loads(tsm("inspect", path, "--json").stdout)["params_bytes"]
+
+
 def test_inspect_text(artifacts) -> None:
     proc = tsm("inspect", artifacts["llvm"])
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
+    params = _params_bytes(artifacts["llvm"])
     for fragment in (
         "target     llvm",
         "format     version 1",
@@ -50,7 +60,7 @@ def test_inspect_text(artifacts) -> None:
         "kernels    4 (4 steps per run)",
         "matmul+add+relu  [fc1, add1, relu1]",
         "without memory planning",
-        "weights    940,608 bytes",
+        f"weights    {params:,} bytes",
         f"file       {artifacts['llvm'].stat().st_size:,} bytes",
     ):
         assert fragment in out, (fragment, out)
@@ -67,7 +77,8 @@ def test_inspect_json(artifacts) -> None:
     assert [k["ops"] for k in info["kernels"]][-1] == ["softmax"]
     assert info["steps"] == len(info["kernels"]) == 4
     assert 0 < info["workspace_bytes"] <= info["unplanned_workspace_bytes"]
-    assert info["params_bytes"] == 940_608 and info["sections"] == {}
+    assert WEIGHT_BYTES <= info["params_bytes"] <= 1.01 * WEIGHT_BYTES
+    assert info["sections"] == {}
     assert 0 < info["payload_bytes"] < info["file_bytes"]
     assert "tensorsmith-runtime" in info["producer"]
 

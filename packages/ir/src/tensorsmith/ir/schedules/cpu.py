@@ -46,6 +46,9 @@ MAX_TILE_ROWS = 12
 #: What one more register tile costs, in rows of multiply-adds: its loads of the vector
 #: operand, loop and write-back. Fewer, fuller tiles win until the tail wastes more.
 TILE_OVERHEAD_ROWS = 1.5
+#: Reductions at least this long may run in cache-sized blocks (``CpuRules.blocking``):
+#: shorter ones gain little and would lose their fused epilogue.
+BLOCKED_DEPTH = 1024
 
 
 def schedule_cpu(outputs: list[Tensor], num_threads: int = 0,
@@ -209,18 +212,21 @@ class CpuRules:
     def blocking(self, st: Stage, vec: int) -> tuple[int, int]:
         """``(kblock, panels)`` for a product too large for the caches, else ``(0, 1)``.
 
-        When neither operand fits the L2 cache several times over, the reduction runs in
-        blocks of ``kblock`` (a divisor of its length near 256, partial sums kept in the
-        output between blocks), and each thread walks ``panels`` panels of ``B`` (one
-        block of them fits half the L2) for every block of rows before it moves on: each
-        panel block is then read from memory once per row block of a whole column, not
-        once per register tile. The cost is a write-back per block and no epilogue."""
+        When neither operand fits half the L2 cache and the reduction is long
+        (:data:`BLOCKED_DEPTH`), the reduction runs in blocks of ``kblock`` (a divisor of
+        its length near 256, partial sums kept in the output between blocks), and each
+        thread walks ``panels`` panels of ``B`` (one block of them fits half the L2) for
+        every block of rows before it moves on: a block of ``B`` is then read from memory
+        once per block of rows, not once per register tile. The cost is a write-back per
+        block and no fused epilogue."""
         op = st.tensor.op
         assert op is not None
+        if len(op.axes) < 2:
+            return 0, 1
         size = _element_bytes(st)
         depth, rows, cols = op.reduce_axes[0].extent, op.axes[-2].extent, op.axes[-1].extent
-        limit = 4 * self.res.l2_bytes
-        if len(op.axes) < 2 or depth * rows * size <= limit or depth * cols * size <= limit:
+        half = self.res.l2_bytes // 2
+        if depth < BLOCKED_DEPTH or depth * rows * size <= half or depth * cols * size <= half:
             return 0, 1
         kblock = next((d for d in sorted(range(128, 513), key=lambda d: abs(d - 256))
                        if depth % d == 0), 0)
