@@ -270,10 +270,14 @@ class CpuRules:
         reduce = [a.var.name for a in op.reduce_axes]
         flat = op.tag == "conv2d" and (pointwise_conv(st) or small_image(st, self.res))
         flatten = flat and self.choose(st, "flatten", True)
+        # Lanes over output channels, except for a pointwise convolution or small image
+        # that the columns fill (``flat``): that is a plain matrix product over the
+        # flattened image already, whose long contiguous rows make the wider tile.
         weight = channel_vector_weight(st, self.constants)
         channel_vec = self.channel_block(st)
         if weight is not None and self.choose(
-                st, "vec_axis", "channels" if channel_vec else "cols") == "channels":
+                st, "vec_axis", "channels" if channel_vec and not flat else "cols"
+        ) == "channels":
             self.conv_channels(st, weight, channel_vec)
             return
         if flatten:
