@@ -180,11 +180,23 @@ def _cnn():
                                             "strides": [2, 2]}, name="ap")])
 
 
-@pytest.mark.parametrize("graph", [mlp, convnet, _cnn, lambda: matmul(256, 256, 256),
+def _dense_block():
+    """A DenseNet-style concatenation along channels, then an activation."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 4, 6, 6), "float32")
+    y = b.input("y", (1, 3, 6, 6), "float32")
+    z = b.input("z", (1, 5, 6, 6), "float32")
+    return b.finish([b.add1("relu", [b.add1("concat", [x, y, z], {"axis": 1}, name="cat")],
+                            name="r")])
+
+
+@pytest.mark.parametrize("graph", [mlp, convnet, _cnn, _dense_block,
+                                   lambda: matmul(256, 256, 256),
                                    lambda: mlp(batch=1, sizes=(784, 256, 256, 10)),
                                    lambda: mlp(batch=32, sizes=(768, 1001, 10)),
                                    lambda: mlp(batch=1024, sizes=(1024, 1024, 10))],
-                         ids=["mlp", "convnet", "cnn", "matmul256", "mlp784", "wide", "big"])
+                         ids=["mlp", "convnet", "cnn", "dense_block", "matmul256", "mlp784",
+                              "wide", "big"])
 def test_default_config_is_the_default_cpu_rule(graph) -> None:  # noqa: ANN001
     """The space contains the default schedule, as its default config: the search starts
     from it. (When the rules in ir/schedules/cpu.py change, the sketches must follow.)"""

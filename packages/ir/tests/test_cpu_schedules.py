@@ -221,3 +221,14 @@ def test_long_reduction_runs_in_blocks_with_partial_sums() -> None:
     outer = next(s for s in walk_stmts(func.body) if isinstance(s, For))
     assert outer.var.name == "k.o" and outer.extent == 4  # 4 blocks of 256, outermost
     assert not steps or all(s[0] != "fuse_epilogue" for s in steps)
+
+
+def test_channel_concat_loads_one_input_per_row() -> None:
+    """A Concat along channels runs by rows (channels) with a vector loop along each row:
+    its select between inputs is the same for every lane, so lowering makes it a branch
+    per row, and each element loads from one input instead of all of them."""
+    func = check("concat", [(1, 3, 5, 20), (1, 2, 5, 20), (1, 4, 5, 20)], {"axis": 1}, AVX2)
+    branches = [s for s in walk_stmts(func.body) if isinstance(s, IfThenElse)
+                and s.otherwise is not None]
+    assert len(branches) == 2  # three inputs, two boundaries (the third if: the tail)
+    assert any(isinstance(s, For) and s.kind == "vectorized" for s in walk_stmts(func.body))

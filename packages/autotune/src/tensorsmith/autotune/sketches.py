@@ -165,10 +165,12 @@ class ElementwiseSketch(Sketch):
             Knob("vectorize", (True, False), True),
             Knob("parallel", (False, True), _parallel_default(stage, rule)),
         ]
-        # A padding stage: by rows of vector columns (the default rule) or flat, and
+        # A padding stage, or one that selects by its leading coordinates (a Concat): by
+        # rows of vector columns (the default rule) or flat; a padding stage is also
         # inlined into its reader where it is not an output.
         self.row_vec = int(rule.get("row_vec", VECTOR_BLOCK))
-        if pad and len(self.names) >= 2:
+        self.row_axes = int(rule.get("row_axes", len(self.names) - 1))
+        if (pad and len(self.names) >= 2) or "row_axes" in rule:
             knobs[:0] = [Knob("by_rows", (True, False), "row_vec" in rule)]
         if "inline" in rule:
             knobs[:0] = [Knob("inline", (False, True), rule["inline"])]
@@ -183,10 +185,10 @@ class ElementwiseSketch(Sketch):
             # not matter. Fixed (default) steps keep equal programs equal records.
             v = {k.name: k.default for k in self.knobs}
         if v.get("by_rows") and len(self.names) >= 2:
-            rows = _fuse_all(s, self.stage, self.names[:-1])
-            assert rows is not None
-            last = s[self.stage].leaf(self.names[-1]).extent
-            _, cols = s.split(self.stage, self.names[-1], min(self.row_vec, last))
+            rows = _fuse_all(s, self.stage, self.names[:self.row_axes])
+            row = _fuse_all(s, self.stage, self.names[self.row_axes:])
+            assert rows is not None and row is not None
+            _, cols = s.split(self.stage, row, self.row_vec)
             if v["vectorize"]:
                 s.vectorize(self.stage, cols)
             if v["parallel"] and s[self.stage].leaf(rows).extent > 1:

@@ -31,7 +31,7 @@ or thread counts. Vector lanes along a reduction (``rfactor``) are a tuning choi
 from __future__ import annotations
 
 from ..target import BASELINE_CPU, CpuResources
-from ..te.expr import Binary, Const, Load, Var
+from ..te.expr import Binary, Const, Expr, Load, Var
 from ..te.schedule import Schedule, Stage, input_tensors
 from ..te.tensor import Tensor
 from ..te.visit import collect_loads, walk
@@ -122,7 +122,16 @@ class CpuRules:
 
     # -- the rules -------------------------------------------------------------------
     def elementwise(self, st: Stage) -> None:
-        """One flat loop over the elements in vector chunks; chunks shared by threads."""
+        """One flat loop over the elements in vector chunks; chunks shared by threads.
+
+        Where the value selects between inputs by its leading coordinates (a Concat
+        along channels), by rows instead: the rows are one loop the threads share, the
+        rest a vector loop, and each select is then one branch per row (lowering turns
+        a select that every lane agrees on into a branch)."""
+        row_axes = select_rows(st, self.s)
+        if row_axes and self.choose(st, "by_rows", True):
+            self.rows(st, self.choose(st, "row_axes", row_axes), VECTOR_BLOCK)
+            return
         fused = self.fuse_all(st, [lf.name for lf in st.leaves])
         if fused is None:
             return
@@ -150,11 +159,17 @@ class CpuRules:
         if len(op.axes) < 2:
             self.elementwise(st)
             return
-        names = [a.var.name for a in op.axes]
-        rows = self.fuse_all(st, names[:-1])
-        assert rows is not None
         vec, _ = register_tile(self.res, op.axes[-1].extent, 1)
-        _, xi = self.s.split(st.name, names[-1], self.choose(st, "row_vec", vec))
+        self.rows(st, len(op.axes) - 1, vec)
+
+    def rows(self, st: Stage, row_axes: int, vec: int) -> None:
+        """The first ``row_axes`` axes fused into rows the threads share, the others
+        fused into one vector loop per row."""
+        names = [lf.name for lf in st.leaves]
+        rows = self.fuse_all(st, names[:row_axes])
+        cols = self.fuse_all(st, names[row_axes:])
+        assert rows is not None and cols is not None
+        _, xi = self.s.split(st.name, cols, self.choose(st, "row_vec", vec))
         self.s.vectorize(st.name, xi)
         self.parallel(st, rows)
 
@@ -435,6 +450,46 @@ def packable_weight(st: Stage, constants: frozenset[str]) -> str | None:
                 and id(load.indices[0]) in reduce_vars):
             return t.name
     return None
+
+
+def select_rows(st: Stage, s: Schedule) -> int:
+    """How many leading axes of an elementwise stage the conditions of its selects (its
+    own and those of the stages inlined into it) depend on, when that leaves trailing
+    axes worth a vector loop; else 0."""
+    from ..te.expr import Select
+    from ..te.visit import free_vars, rewrite, substitute
+
+    op = st.tensor.op
+    assert op is not None
+    axes = [a.var for a in op.axes]
+    if len(axes) < 2:
+        return 0
+
+    def expand(e: Expr, depth: int = 0) -> Expr:
+        def visit(x: Expr) -> Expr | None:
+            t = x.buffer if isinstance(x, Load) else None
+            if (isinstance(t, Tensor) and t.op is not None and s[t.name].inline
+                    and depth < 16):
+                body = substitute(t.op.body, {id(a.var): i for a, i in
+                                              zip(t.op.axes, x.indices)})  # type: ignore[union-attr]
+                return expand(body, depth + 1)
+            return None
+
+        return rewrite(e, visit)
+
+    deepest = -1
+    for e in walk(expand(op.body)):
+        if isinstance(e, Select) and not any(isinstance(x, Load) for x in walk(e.cond)):
+            used = {id(v) for v in free_vars(e.cond)}
+            found = [k for k, a in enumerate(axes) if id(a) in used]
+            if found:
+                deepest = max(deepest, found[-1])
+    if deepest < 0 or deepest >= len(axes) - 1:
+        return 0
+    tail = 1
+    for a in op.axes[deepest + 1:]:
+        tail *= a.extent
+    return deepest + 1 if tail >= 16 else 0
 
 
 def channel_vector_weight(st: Stage, constants: frozenset[str]) -> str | None:

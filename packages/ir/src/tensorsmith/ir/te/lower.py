@@ -50,7 +50,7 @@ from .stmt import (
     guarded,
 )
 from .tensor import Tensor
-from .visit import rewrite, substitute
+from .visit import rewrite, substitute, walk
 
 
 def flat_index(shape: tuple[int, ...], indices: tuple[Expr, ...]) -> Expr:
@@ -160,7 +160,8 @@ class _Lowerer:
             main = _nest(st.leaves[first:], update, wrap=fills)
             return _nest(st.leaves[:first], Seq([init, main]), wrap=fills)
         value = self.expr(substitute(body, values))
-        return _nest(st.leaves, guarded(Store(out, index, value), guards), wrap=fills)
+        store = _branch_uniform_selects(st, out, index, value)
+        return _nest(st.leaves, guarded(store, guards), wrap=fills)
 
     def _stage_tiles(self, st: Stage, values: dict[int, Expr]
                      ) -> tuple[dict[int, tiles.LoopFill], Expr]:
@@ -256,6 +257,47 @@ class _Lowerer:
             reduce = IfThenElse(full, plain, reduce)
         nest = Allocate(local, Seq([init, reduce, write]))
         return _nest(st.leaves[:pos], nest, wrap=fills)
+
+
+#: Stores a value may be split into by :func:`_branch_uniform_selects`, at most.
+MAX_SELECT_BRANCHES = 256
+
+
+def _branch_uniform_selects(st: Stage, out: Buffer, index: Expr, value: Expr) -> Stmt:
+    """``out[index] = value`` with each ``select`` whose condition is the same for every
+    lane of the stage's vector loop turned into a branch around the store.
+
+    A vector select evaluates both sides; a Concat of n inputs is a chain of n selects on
+    the row's coordinate, so every element would load from all n inputs (DenseNet's
+    concatenations of up to 32 layers). Where the rows are outside the vector loop the
+    condition is one scalar per row: a branch per row then loads one input per element.
+    Only where the stage has a vector loop (a CPU schedule), with no loads in the
+    condition, and at most :data:`MAX_SELECT_BRANCHES` stores."""
+    from .expr import Select
+    from .visit import free_vars
+
+    first = next((k for k, lf in enumerate(st.leaves) if lf.kind == "vectorized"), None)
+    if first is None:
+        return Store(out, index, value)
+    lanes = {id(lf.var) for lf in st.leaves[first:]}
+
+    def uniform(e: Expr) -> bool:
+        return (isinstance(e, Select) and not any(isinstance(x, Load) for x in walk(e.cond))
+                and not any(id(v) in lanes for v in free_vars(e.cond)))
+
+    budget = [MAX_SELECT_BRANCHES]
+
+    def split(v: Expr) -> Stmt:
+        found = next((x for x in walk(v) if uniform(x)), None)
+        if found is None or budget[0] <= 1:
+            return Store(out, index, v)
+        budget[0] -= 1
+        assert isinstance(found, Select)
+        taken = rewrite(v, lambda x: found.a if x is found else None)
+        other = rewrite(v, lambda x: found.b if x is found else None)
+        return IfThenElse(found.cond, split(taken), split(other))
+
+    return split(value)
 
 
 def _full_tile(st: Stage, lane_guards: list[Expr], below: list[Leaf]) -> Expr | None:
