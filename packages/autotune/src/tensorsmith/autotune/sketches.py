@@ -38,6 +38,7 @@ from tensorsmith.ir.schedules.cpu import (
     PARALLEL_MIN_WORK,
     VECTOR_BLOCK,
     channel_vector_weight,
+    fuse_all,
     last_axis_contiguous,
     packable_weight,
 )
@@ -95,15 +96,6 @@ def _work(stage: Stage) -> int:
 
 def _parallel_default(stage: Stage, rule: Rule) -> bool:
     return bool(rule.get("parallel", _work(stage) >= PARALLEL_MIN_WORK))
-
-
-def _fuse_all(s: Schedule, stage: str, names: Sequence[str]) -> str | None:
-    if not names:
-        return None
-    fused = names[0]
-    for name in names[1:]:
-        fused = s.fuse(stage, fused, name)
-    return fused
 
 
 def _split(s: Schedule, stage: str, leaf: str, extent: int, factor: int
@@ -185,8 +177,8 @@ class ElementwiseSketch(Sketch):
             # not matter. Fixed (default) steps keep equal programs equal records.
             v = {k.name: k.default for k in self.knobs}
         if v.get("by_rows") and len(self.names) >= 2:
-            rows = _fuse_all(s, self.stage, self.names[:self.row_axes])
-            row = _fuse_all(s, self.stage, self.names[self.row_axes:])
+            rows = fuse_all(s, self.stage, self.names[:self.row_axes])
+            row = fuse_all(s, self.stage, self.names[self.row_axes:])
             assert rows is not None and row is not None
             _, cols = s.split(self.stage, row, self.row_vec)
             if v["vectorize"]:
@@ -194,7 +186,7 @@ class ElementwiseSketch(Sketch):
             if v["parallel"] and s[self.stage].leaf(rows).extent > 1:
                 s.parallel(self.stage, rows)
             return
-        fused = _fuse_all(s, self.stage, self.names)
+        fused = fuse_all(s, self.stage, self.names)
         if fused is None:
             return
         outer, inner = fused, None
@@ -241,7 +233,7 @@ class ReductionSketch(Sketch):
 
     def apply(self, s: Schedule, v: Values) -> None:
         st = self.stage
-        fused = _fuse_all(s, st, self.spatial)
+        fused = fuse_all(s, st, self.spatial)
         outer, inner = fused, None
         if fused is not None and v["chunk"] and v["chunk"] < self.space_extent:
             outer, inner = s.split(st, fused, v["chunk"])
@@ -295,7 +287,7 @@ class WinogradInputSketch(Sketch):
         s.unroll(st, n)
         if cols is not None and v["vectorize"]:
             s.vectorize(st, cols)
-        outer = _fuse_all(s, st, [x for x in (c, rows) if x is not None])
+        outer = fuse_all(s, st, [x for x in (c, rows) if x is not None])
         if outer is not None and v["parallel"]:
             s.parallel(st, outer)
 
@@ -502,7 +494,7 @@ class TiledSketch(Sketch):
         if kb is not None:  # blocks of k outermost, the parallel loop inside
             order.insert(0, kb)
         s.reorder(st, *[x for x in order if x is not None])
-        fused = _fuse_all(s, st, outer)
+        fused = fuse_all(s, st, outer)
         at = inner_tile[-1] if inner_tile else fused
         cached = bool(v["cache"]) and at is not None
         if cached:

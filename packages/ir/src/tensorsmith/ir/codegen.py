@@ -10,6 +10,7 @@ schedules size their register tiles by it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any, Protocol
@@ -42,9 +43,16 @@ def get_codegen(target: Target) -> CodegenFn:
 def target_resources(target: Target) -> CpuResources:
     """The CPU a ``cpu``-family target compiles for, as its codegen plug-in describes it
     (entry-point group ``tensorsmith.resources``, named by target kind: a function of the
-    target); :data:`BASELINE_CPU` when no installed plug-in does."""
+    target); :data:`BASELINE_CPU` when no installed plug-in does. Asked once per target
+    string: the tuner's builders lower every candidate with the default rules at hand."""
+    return _resources(str(target))
+
+
+@functools.cache
+def _resources(target: str) -> CpuResources:
+    tgt = Target.parse(target)
     for ep in entry_points(group="tensorsmith.resources"):
-        if ep.name == target.kind:
+        if ep.name == tgt.kind:
             describe: Callable[[Target], CpuResources] = ep.load()
-            return describe(target)
+            return describe(tgt)
     return BASELINE_CPU

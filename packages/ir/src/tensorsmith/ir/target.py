@@ -27,8 +27,6 @@ class CpuResources:
     cpu: str
     vector_bits: int
     vector_registers: int
-    fma: bool = True
-    l1d_bytes: int = 32 * 1024
     l2_bytes: int = 512 * 1024
 
     def lanes(self, element_bytes: int = 4) -> int:

@@ -1,10 +1,10 @@
 """The CPU an ``llvm`` target compiles for, described for the default schedules.
 
 The vector width is asked of LLVM itself: a 16-lane float addition is compiled for the
-target's CPU and the registers its assembly names (``zmm``, ``ymm``, ``xmm`` or NEON's
-``v``) say how wide a register is. That holds for the host and for any ``-mcpu`` alike,
-with no table of CPU names to keep. Cache sizes are read from the host when the target
-is the host, and are typical values otherwise.
+target's CPU and the registers its assembly names (``zmm``, ``ymm``, otherwise 128-bit
+ones) say how wide a register is. That holds for the host and for any ``-mcpu`` alike,
+with no table of CPU names to keep. The L2 size is read from the host when the target
+is the host, and is a typical value otherwise.
 """
 
 from __future__ import annotations
@@ -44,12 +44,7 @@ def _describe(mcpu: str) -> CpuResources:
     bits = _vector_bits(tm)
     x86 = platform.machine().lower() in ("x86_64", "amd64", "i686")
     registers = 32 if bits >= 512 or not x86 else 16
-    fma = True
-    if x86:
-        features = llvm.get_host_cpu_features() if host else {}
-        fma = bool(features.get("fma", bits >= 256)) if host else bits >= 256
-    l1d, l2 = _host_caches() if host else (32 * 1024, 1024 * 1024)
-    return CpuResources(name, bits, registers, fma, l1d, l2)
+    return CpuResources(name, bits, registers, _host_l2() if host else 1024 * 1024)
 
 
 def _vector_bits(tm: object) -> int:
@@ -66,22 +61,15 @@ def _vector_bits(tm: object) -> int:
     return 128
 
 
-def _host_caches() -> tuple[int, int]:
-    """(L1 data, L2) bytes of CPU 0, from sysfs; typical sizes where it says nothing."""
-    l1d, l2 = 32 * 1024, 512 * 1024
-    root = Path("/sys/devices/system/cpu/cpu0/cache")
-    for index in sorted(root.glob("index*")):
+def _host_l2() -> int:
+    """L2 bytes of CPU 0, from sysfs; a typical size where it says nothing."""
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
         try:
-            level = int((index / "level").read_text())
-            kind = (index / "type").read_text().strip()
-            size = _parse_size((index / "size").read_text().strip())
+            if int((index / "level").read_text()) == 2:
+                return _parse_size((index / "size").read_text().strip())
         except (OSError, ValueError):
             continue
-        if level == 1 and kind in ("Data", "Unified"):
-            l1d = size
-        elif level == 2:
-            l2 = size
-    return l1d, l2
+    return 512 * 1024
 
 
 def _parse_size(text: str) -> int:

@@ -30,11 +30,15 @@ or thread counts. Vector lanes along a reduction (``rfactor``) are a tuning choi
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
+from ..dtypes import itemsize
 from ..target import BASELINE_CPU, CpuResources
-from ..te.expr import Binary, Const, Expr, Load, Var
+from ..te.expr import Binary, Const, Expr, Load, Select, Var
 from ..te.schedule import Schedule, Stage, input_tensors
 from ..te.tensor import Tensor
-from ..te.visit import collect_loads, walk
+from ..te.visit import collect_loads, free_vars, rewrite, substitute, walk
 from .epilogue import fuse_epilogue_chain, stage_readers
 from .knobs import Choose, default_choice
 
@@ -193,7 +197,7 @@ class CpuRules:
             # loop then walks one contiguous run instead of a row of B (up to a page
             # apart) per step, which is what kept wide products far from the FMA peak.
             self.s.layout(st.name, panel, (1, 0, 2), (1, vec))
-        kblock, panels = self.blocking(st, vec) if len(reduce) == 1 else (0, 1)
+        kblock, panels = self.blocking(st, vec)
         tile_rows: list[str] = []
         outer = [*spatial[:-1], jo]
         if row_extent > 1:
@@ -202,7 +206,7 @@ class CpuRules:
                                 "cols_first" if kblock else self.matmul_order(st))
             outer = [*spatial[:-2], *((jo, io) if order == "cols_first" else (io, jo))]
             tile_rows = [ii]
-        panels = self.choose(st, "tile_cols", panels) if len(reduce) == 1 else 1
+        panels = self.choose(st, "tile_cols", panels)
         inner_tile: list[str] = []
         if panels > 1 and st.leaf(jo).extent > panels:
             jo_outer, joi = self.s.split(st.name, jo, panels)
@@ -210,7 +214,7 @@ class CpuRules:
             inner_tile = [joi]
         blocks: list[str] = []
         kblock = self.choose(st, "kblock", kblock) if len(reduce) == 1 else 0
-        if kblock and kblock < op.reduce_axes[0].extent:
+        if 0 < kblock < op.reduce_axes[0].extent:
             ko, ki = self.s.split(st.name, reduce[0], kblock)
             blocks, reduce = [ko], [ki]
         self.s.reorder(st.name, *blocks, *outer, *inner_tile, *reduce, *tile_rows, ji)
@@ -236,7 +240,7 @@ class CpuRules:
         block and no fused epilogue."""
         op = st.tensor.op
         assert op is not None
-        if len(op.axes) < 2:
+        if len(op.axes) < 2 or len(op.reduce_axes) != 1:
             return 0, 1
         size = _element_bytes(st)
         depth, rows, cols = op.reduce_axes[0].extent, op.axes[-2].extent, op.axes[-1].extent
@@ -247,7 +251,7 @@ class CpuRules:
                        if depth % d == 0), 0)
         if not kblock:
             return 0, 1
-        panels = max(1, (self.res.l2_bytes // 2) // (kblock * vec * size))
+        panels = max(1, half // (kblock * vec * size))
         return kblock, min(panels, -(-cols // vec))
 
     def matmul_order(self, st: Stage) -> str:
@@ -262,9 +266,7 @@ class CpuRules:
         assert op is not None
         size = _element_bytes(st)
         rows, cols = op.axes[-2].extent, op.axes[-1].extent
-        depth = 1
-        for a in op.reduce_axes:
-            depth *= a.extent
+        depth = math.prod(a.extent for a in op.reduce_axes)
         b_bytes, a_bytes = depth * cols * size, depth * rows * size
         return "cols_first" if b_bytes > self.res.l2_bytes // 2 and a_bytes < b_bytes \
             else "natural"
@@ -376,13 +378,8 @@ class CpuRules:
         op = st.tensor.op
         assert op is not None
         size = _element_bytes(st)
-        data = input_tensors(st.tensor)[0]
-        image = size
-        for extent in data.shape:
-            image *= extent
-        weights = size * op.axes[1].extent
-        for a in op.reduce_axes:
-            weights *= a.extent
+        image = size * math.prod(input_tensors(st.tensor)[0].shape)
+        weights = size * op.axes[1].extent * math.prod(a.extent for a in op.reduce_axes)
         if weights <= self.res.l2_bytes // 2 and image > self.res.l2_bytes:
             return "rows_first"
         return "natural"
@@ -404,23 +401,27 @@ class CpuRules:
     def parallel(self, st: Stage, loop: str | None) -> None:
         if loop is None:
             return
-        work = 1
-        for leaf in st.leaves:
-            work *= leaf.extent
+        work = math.prod(leaf.extent for leaf in st.leaves)
         if self.choose(st, "parallel", work >= PARALLEL_MIN_WORK) and st.leaf(loop).extent > 1:
             self.s.parallel(st.name, loop)
 
     def fuse_all(self, st: Stage, names: list[str]) -> str | None:
-        if not names:
-            return None
-        fused = names[0]
-        for name in names[1:]:
-            fused = self.s.fuse(st.name, fused, name)
-        return fused
+        return fuse_all(self.s, st.name, names)
+
+
+def fuse_all(s: Schedule, stage: str, names: Sequence[str]) -> str | None:
+    """The loops ``names`` of ``stage`` fused into one, in order (None for no loops)."""
+    if not names:
+        return None
+    fused = names[0]
+    for name in names[1:]:
+        fused = s.fuse(stage, fused, name)
+    return fused
 
 
 def _element_bytes(st: Stage) -> int:
-    return 8 if st.tensor.dtype in ("float64", "int64", "uint64") else 4
+    """Bytes per lane of the stage's arithmetic: narrower types compute in 32-bit lanes."""
+    return max(4, itemsize(st.tensor.dtype))
 
 
 def last_axis_contiguous(st: Stage) -> bool:
@@ -456,9 +457,6 @@ def select_rows(st: Stage, s: Schedule) -> int:
     """How many leading axes of an elementwise stage the conditions of its selects (its
     own and those of the stages inlined into it) depend on, when that leaves trailing
     axes worth a vector loop; else 0."""
-    from ..te.expr import Select
-    from ..te.visit import free_vars, rewrite, substitute
-
     op = st.tensor.op
     assert op is not None
     axes = [a.var for a in op.axes]
@@ -486,9 +484,7 @@ def select_rows(st: Stage, s: Schedule) -> int:
                 deepest = max(deepest, found[-1])
     if deepest < 0 or deepest >= len(axes) - 1:
         return 0
-    tail = 1
-    for a in op.axes[deepest + 1:]:
-        tail *= a.extent
+    tail = math.prod(a.extent for a in op.axes[deepest + 1:])
     return deepest + 1 if tail >= 16 else 0
 
 

@@ -22,10 +22,12 @@ from tensorsmith.runtime.layouts import stored_shape
 from . import allreduce, tiles
 from .expr import (
     INDEX,
+    Binary,
     Const,
     Expr,
     Load,
     Reduce,
+    Select,
     Var,
     as_expr,
     binary,
@@ -50,7 +52,7 @@ from .stmt import (
     guarded,
 )
 from .tensor import Tensor
-from .visit import rewrite, substitute, walk
+from .visit import free_vars, rewrite, substitute, walk
 
 
 def flat_index(shape: tuple[int, ...], indices: tuple[Expr, ...]) -> Expr:
@@ -273,9 +275,6 @@ def _branch_uniform_selects(st: Stage, out: Buffer, index: Expr, value: Expr) ->
     condition is one scalar per row: a branch per row then loads one input per element.
     Only where the stage has a vector loop (a CPU schedule), with no loads in the
     condition, and at most :data:`MAX_SELECT_BRANCHES` stores."""
-    from .expr import Select
-    from .visit import free_vars
-
     first = next((k for k, lf in enumerate(st.leaves) if lf.kind == "vectorized"), None)
     if first is None:
         return Store(out, index, value)
@@ -308,9 +307,6 @@ def _full_tile(st: Stage, lane_guards: list[Expr], below: list[Leaf]) -> Expr | 
     A guard qualifies when the tile's loops enter it only as inner loops of splits and
     outside any division or modulo: it then grows with each of them, so holding at
     their last iteration it holds at all."""
-    from .expr import Binary
-    from .visit import free_vars, walk
-
     if not lane_guards:
         return None
     inner = {id(r.inner.var) for r in st.relations if isinstance(r, Split)}
@@ -351,8 +347,6 @@ def _fold_lanes(local: Buffer, first: Expr, extent: int, combiner: str) -> Stmt:
 
 
 def _mentions_reduce(cond: Expr, st: Stage) -> bool:
-    from .visit import free_vars
-
     reduce_vars = {id(lf.var) for lf in _all_leaves(st) if lf.reduce}
     return any(id(v) in reduce_vars for v in free_vars(cond))
 
