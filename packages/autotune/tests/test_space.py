@@ -180,6 +180,19 @@ def _cnn():
                                             "strides": [2, 2]}, name="ap")])
 
 
+def _depthwise():
+    """MobileNet's depthwise convolutions: a wide image (its padding copied first) and a
+    small strided one (padding read in place)."""
+    rng = np.random.default_rng(0)
+    b = GraphBuilder()
+    x = b.input("x", (1, 8, 20, 20), "float32")
+    w = b.constant("w", rng.standard_normal((8, 1, 3, 3)).astype("float32"))
+    attrs = {"pads": [1, 1, 1, 1], "groups": 8}
+    h = b.add1("relu", [b.add1("conv2d", [x, w], attrs, name="dw")], name="r")
+    h = b.add1("conv2d", [h, w], {**attrs, "strides": [2, 2]}, name="dw_s2")
+    return b.finish([b.add1("conv2d", [h, w], {**attrs, "strides": [2, 2]}, name="dw_small")])
+
+
 def _dense_block():
     """A DenseNet-style concatenation along channels, then an activation."""
     b = GraphBuilder()
@@ -190,12 +203,13 @@ def _dense_block():
                             name="r")])
 
 
-@pytest.mark.parametrize("graph", [mlp, convnet, _cnn, _dense_block,
+@pytest.mark.parametrize("graph", [mlp, convnet, _cnn, _depthwise, _dense_block,
                                    lambda: matmul(256, 256, 256),
                                    lambda: mlp(batch=1, sizes=(784, 256, 256, 10)),
                                    lambda: mlp(batch=32, sizes=(768, 1001, 10)),
                                    lambda: mlp(batch=1024, sizes=(1024, 1024, 10))],
-                         ids=["mlp", "convnet", "cnn", "dense_block", "matmul256", "mlp784",
+                         ids=["mlp", "convnet", "cnn", "depthwise", "dense_block", "matmul256",
+                              "mlp784",
                               "wide", "big"])
 def test_default_config_is_the_default_cpu_rule(graph) -> None:  # noqa: ANN001
     """The space contains the default schedule, as its default config: the search starts

@@ -12,7 +12,7 @@ import pytest
 from tensorsmith.ir import te
 from tensorsmith.ir.op_registry import TensorType, get_op
 from tensorsmith.ir.schedules import rule_knobs, schedule_cpu
-from tensorsmith.ir.schedules.cpu import register_tile
+from tensorsmith.ir.schedules.cpu import DEPTHWISE_SPARE_REGISTERS, register_tile
 from tensorsmith.ir.target import BASELINE_CPU, CpuResources
 from tensorsmith.ir.te.evaluate import run_func
 from tensorsmith.ir.te.stmt import For, IfThenElse
@@ -70,10 +70,27 @@ def test_padded_max_pool() -> None:
 
 
 @pytest.mark.parametrize("stride", [1, 2])
-def test_depthwise_reads_padding_in_place(stride: int) -> None:
+def test_depthwise_reads_padding_in_place_on_small_images(stride: int) -> None:
     func = check("conv2d", [(1, 4, 9, 11), (4, 1, 3, 3)],
                  {"pads": [1, 1, 1, 1], "strides": [stride, stride], "groups": 4})
-    assert not any(p.name.endswith("_pad") for p in func.params)  # no padded copy
+    assert any(p.name.endswith("_pad") for p in func.params) == (stride == 1)
+    small = check("conv2d", [(1, 4, 7, 7), (4, 1, 3, 3)],
+                  {"pads": [1, 1, 1, 1], "strides": [stride, stride], "groups": 4})
+    assert not any(p.name.endswith("_pad") for p in small.params)  # no padded copy
+
+
+@pytest.mark.parametrize("resources", [AVX2, AVX512])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_tile_is_rows_of_one_channel(resources: CpuResources, stride: int) -> None:
+    func = check("conv2d", [(1, 3, 30, 37), (3, 1, 3, 3)],
+                 {"pads": [1, 1, 1, 1], "strides": [stride, stride], "groups": 3},
+                 resources)
+    tile = [s for s in walk_stmts(func.body) if isinstance(s, For) and s.kind == "unrolled"]
+    rows, lanes = tile[0].extent, tile[0].body.extent  # type: ignore[attr-defined]
+    assert lanes == resources.vector_bits // 32  # one register per row
+    # the accumulators, the 9 weight broadcasts and the input vectors fit the registers
+    assert rows + 9 + DEPTHWISE_SPARE_REGISTERS <= resources.vector_registers
+    assert rows > 1
 
 
 def test_dense_conv_keeps_padded_copy() -> None:

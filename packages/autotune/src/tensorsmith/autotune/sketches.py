@@ -38,6 +38,7 @@ from tensorsmith.ir.schedules.cpu import (
     PARALLEL_MIN_WORK,
     VECTOR_BLOCK,
     channel_vector_weight,
+    depthwise_conv,
     fuse_all,
     last_axis_contiguous,
     packable_weight,
@@ -536,7 +537,10 @@ def sketch_for(stage: Stage, outputs: set[int], readers: dict[int, list[Stage]],
             return ElementwiseSketch(stage, rule)
         return InlineSketch(stage)
     if op.tag == "conv2d":
-        return TiledSketch(stage, 1, outputs, readers, rule, window=True, constants=constants)
+        # rows of output channels; of output rows for a depthwise convolution
+        row_axis = 2 if depthwise_conv(stage) else 1
+        return TiledSketch(stage, row_axis, outputs, readers, rule, window=True,
+                           constants=constants)
     if op.tag == "winograd_output":
         return TiledSketch(stage, 1, outputs, readers, rule, window=True, unroll_reduce=True)
     if op.tag.startswith("pool_"):

@@ -24,13 +24,12 @@ from llvmlite import ir
 from tensorsmith.ir.te.expr import Binary, Const, Expr, Load, Var, const, same
 from tensorsmith.ir.te.visit import free_vars
 
-from .vectorize import PTR, _elem, _elem_bytes, stride_of
+from .vectorize import PTR, _elem, _elem_bytes, span_mask, stride_of
 
 if TYPE_CHECKING:
     from .vectorize import VectorEmitter
 
 I64 = ir.IntType(64)
-I128 = ir.IntType(128)
 _FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
 
 
@@ -180,12 +179,18 @@ class _Lanes:
         return b.udiv(b.add(t, ir.Constant(I64, step - 1)), ir.Constant(I64, step))
 
     def bits(self, start: ir.Value, stop: ir.Value) -> ir.Value:
-        """The lanes [start, stop) as an <n x i1> mask."""
+        """The lanes [start, stop) as an <n x i1> mask: the lane numbers as 32-bit
+        lanes compared with the two bounds. Without mask registers (AVX2) a mask made
+        from a bit pattern was taken apart one lane at a time (a shift and an insert per
+        lane); two vector compares per register do it, and with mask registers the
+        compares write those directly."""
         b = self.b
-        one = ir.Constant(I128, 1)
-        upto = lambda k: b.sub(b.shl(one, b.zext(k, I128)), one)  # noqa: E731
-        word = b.and_(upto(stop), b.not_(upto(start)))
-        return b.bitcast(b.trunc(word, ir.IntType(self.n)), ir.VectorType(ir.IntType(1), self.n))
+        i32 = ir.IntType(32)
+        vty = ir.VectorType(i32, self.n)
+        iota = ir.Constant(vty, list(range(self.n)))
+        low = self.v.splat(b.trunc(start, i32), vty)
+        high = self.v.splat(b.trunc(stop, i32), vty)
+        return b.and_(b.icmp_signed(">=", iota, low), b.icmp_signed("<", iota, high))
 
     def range_of(self, e0: ir.Value, op: str, c: ir.Value, step: int) -> tuple[ir.Value, ir.Value]:
         """Lanes with ``e0 + step * l  op  c``, as [start, stop)."""
@@ -198,6 +203,9 @@ class _Lanes:
         return (zero, cut) if op in ("lt", "le") else (cut, n)
 
     def cond_mask(self, cond: Expr) -> ir.Value:
+        return self.bits(*self.cond_range(cond))
+
+    def cond_range(self, cond: Expr) -> tuple[ir.Value, ir.Value]:
         terms = _range_conditions(cond, self.v.var)
         assert terms is not None
         b = self.b
@@ -211,7 +219,21 @@ class _Lanes:
             start = b.select(b.icmp_unsigned(">", s, start), s, start)
             stop = b.select(b.icmp_unsigned("<", t, stop), t, stop)
         stop = b.select(b.icmp_unsigned("<", stop, start), start, stop)
-        return self.bits(start, stop)
+        return start, stop
+
+
+def lane_range(v: VectorEmitter, cond: Expr) -> tuple[ir.Value, ir.Value] | None:
+    """The lanes ``[start, stop)`` satisfying a guard made of comparisons affine in the
+    loop variable (a split's tail, ``o * 16 + i < 114``), computed in scalar registers;
+    None for a guard of another shape, or one that does not vary over the lanes."""
+    if _invariant(cond, v.var) or not matches(cond, v.var):
+        return None
+    return _Lanes(v).cond_range(cond)
+
+
+def lanes_mask(v: VectorEmitter, start: ir.Value, stop: ir.Value) -> ir.Value:
+    """The lanes ``[start, stop)`` as an ``<n x i1>`` mask."""
+    return _Lanes(v).bits(start, stop)
 
 
 def load_clamped(v: VectorEmitter, e: Load, span: ClampedSpan, cond: Expr | None = None,
@@ -265,11 +287,7 @@ def _masked_strided_load(v: VectorEmitter, addr: ir.Value, vty: ir.VectorType,
     wide_lanes = step * v.lanes
     wty = ir.VectorType(vty.element, wide_lanes)
     i32 = ir.IntType(32)
-    spread = b.shuffle_vector(mask, ir.Constant(mask.type, ir.Undefined), ir.Constant(
-        ir.VectorType(i32, wide_lanes), [j // step for j in range(wide_lanes)]))
-    needed = ir.Constant(ir.VectorType(ir.IntType(1), wide_lanes),
-                         [int(j % step == 0) for j in range(wide_lanes)])
-    wide_mask = b.and_(spread, needed)
+    wide_mask = span_mask(b, mask, step, v.lanes)
     wide_pass = b.shuffle_vector(passthru, ir.Constant(vty, ir.Undefined), ir.Constant(
         ir.VectorType(i32, wide_lanes), [j // step for j in range(wide_lanes)]))
     fn = v._masked("load", wty, ir.FunctionType(wty, [PTR, i32, wide_mask.type, wty]),

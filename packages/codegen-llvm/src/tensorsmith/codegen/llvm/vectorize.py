@@ -100,15 +100,36 @@ class VectorEmitter:
 
     def emit(self, stores: list[Store], cond: Expr | None = None) -> None:
         b = self.b
-        zero = ir.Constant(ir.IntType(64), 0)
         self.mask = None
         if cond is not None:
+            from .clamped import lane_range, lanes_mask
+
+            lanes = lane_range(self, cond)
+            if lanes is not None:
+                # A split's tail: the mask is a range of lanes, all of them on every
+                # iteration but the last. Those take plain loads and stores; masked
+                # stores are microcoded on some x86 cores (a dozen cycles each on Zen 2).
+                start, stop = lanes
+                full = b.icmp_unsigned("==", b.sub(stop, start),
+                                       ir.Constant(ir.IntType(64), self.lanes))
+                with b.if_else(full) as (whole, part):
+                    with whole:
+                        self.emit(stores)
+                    with part:
+                        self.mask = lanes_mask(self, start, stop)
+                        self._stores(stores)
+                return
             m = self.expr(cond)
             if not isinstance(m.type, ir.VectorType):  # invariant guard: a plain branch
                 with b.if_then(self.em._as_bool(b, m)):
                     self.emit(stores)
                 return
             self.mask = self.em._as_bool(b, m)
+        self._stores(stores)
+
+    def _stores(self, stores: list[Store]) -> None:
+        b = self.b
+        zero = ir.Constant(ir.IntType(64), 0)
         for s in stores:
             value = self.expr(s.value)
             if s.buffer.dtype == "bool":  # i1 in registers, one byte in memory
@@ -216,8 +237,8 @@ class VectorEmitter:
 
     def strided_load(self, e: Load, step: int) -> ir.Value:
         """Every ``step``-th element (a strided convolution's input row): one masked
-        contiguous load of the span, then a shuffle. The mask covers exactly the
-        elements used, so nothing past the last one is touched."""
+        contiguous load of the span (:func:`span_mask`), then a shuffle; nothing past the
+        last element used is touched."""
         b = self.b
         buf = e.buffer
         wide_lanes = step * self.lanes
@@ -225,15 +246,8 @@ class VectorEmitter:
         wty = ir.VectorType(elem, wide_lanes)
         self.em.vars[id(self.var)] = ir.Constant(ir.IntType(64), 0)
         addr = self.em._address(b, buf, e.indices[0])  # type: ignore[arg-type]
-        needed = [j % step == 0 for j in range(wide_lanes)]
         mty = ir.VectorType(ir.IntType(1), wide_lanes)
-        wide_mask: ir.Value = ir.Constant(mty, [int(n) for n in needed])
-        lane_mask = getattr(self, "mask", None)
-        if lane_mask is not None:
-            spread = b.shuffle_vector(lane_mask, ir.Constant(lane_mask.type, ir.Undefined),
-                                      ir.Constant(ir.VectorType(ir.IntType(32), wide_lanes),
-                                                  [j // step for j in range(wide_lanes)]))
-            wide_mask = b.and_(spread, wide_mask)
+        wide_mask = span_mask(b, getattr(self, "mask", None), step, self.lanes)
         fn = self._masked("load", wty, ir.FunctionType(
             wty, [PTR, ir.IntType(32), mty, wty]), lanes=wide_lanes)
         wide = b.call(fn, [addr, ir.Constant(ir.IntType(32), _elem_bytes(buf.dtype)),  # type: ignore[union-attr]
@@ -299,6 +313,26 @@ class VectorEmitter:
         for i, v in enumerate(lanes):
             vec = b.insert_element(vec, v, ir.Constant(ir.IntType(32), i))
         return vec
+
+
+def span_mask(b: ir.IRBuilder, mask: ir.Value | None, step: int, lanes: int) -> ir.Value:
+    """The mask of a wide load of ``step * lanes`` elements of which every ``step``-th is
+    lane ``j // step``: the span from the first wanted element to the last, an element
+    in between read when the lanes on both sides of it are (``mask`` is a lane range, so
+    it lies in the buffer). Loading the gaps too leaves every register of the span but
+    the last a plain load, where masking them out made each a masked one."""
+    wide = step * lanes
+    span: ir.Value = ir.Constant(ir.VectorType(ir.IntType(1), wide),
+                                 [int(j <= step * (lanes - 1)) for j in range(wide)])
+    if mask is None:
+        return span
+    index = ir.VectorType(ir.IntType(32), wide)
+    undef = ir.Constant(mask.type, ir.Undefined)
+    before = b.shuffle_vector(mask, undef, ir.Constant(
+        index, [min(j // step, lanes - 1) for j in range(wide)]))
+    after = b.shuffle_vector(mask, undef, ir.Constant(
+        index, [min(-(-j // step), lanes - 1) for j in range(wide)]))
+    return b.and_(b.and_(before, after), span)
 
 
 def _elem(dtype: str) -> ir.Type:

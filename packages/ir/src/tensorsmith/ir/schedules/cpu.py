@@ -50,6 +50,11 @@ MAX_TILE_ROWS = 12
 #: What one more register tile costs, in rows of multiply-adds: its loads of the vector
 #: operand, loop and write-back. Fewer, fuller tiles win until the tail wastes more.
 TILE_OVERHEAD_ROWS = 1.5
+#: Vector registers a depthwise tile leaves for the input vectors being loaded.
+DEPTHWISE_SPARE_REGISTERS = 3
+#: A depthwise convolution whose output rows are at most this wide reads its padding
+#: in place (``reads_padding_in_place``).
+SMALL_DEPTHWISE_WIDTH = 8
 #: Reductions at least this long may run in cache-sized blocks (``CpuRules.blocking``):
 #: shorter ones gain little and would lose their fused epilogue.
 BLOCKED_DEPTH = 1024
@@ -285,6 +290,9 @@ class CpuRules:
         assert op is not None
         n, o, y, x = (a.var.name for a in op.axes)
         reduce = [a.var.name for a in op.reduce_axes]
+        if depthwise_conv(st):
+            self.depthwise(st)
+            return
         flat = op.tag == "conv2d" and (pointwise_conv(st) or small_image(st, self.res))
         flatten = flat and self.choose(st, "flatten", True)
         # Lanes over output channels, except for a pointwise convolution or small image
@@ -317,6 +325,43 @@ class CpuRules:
         for r in tile_rows:
             self.s.unroll(st.name, r)
         self.s.vectorize(st.name, ci)
+        self.parallel(st, fused)
+
+    def depthwise(self, st: Stage) -> None:
+        """One input channel per output channel: a register tile of output rows x
+        columns of one channel (``n, c, y.o, x.o | ry, rx | y.i, x.i``).
+
+        The rows of a tile share the channel's weights (one broadcast per tap for all of
+        them) and overlap in the input rows they read, so the unrolled taps load each
+        input vector once for several rows. Lanes run along the output row."""
+        op = st.tensor.op
+        assert op is not None
+        n, c, y, x = (a.var.name for a in op.axes)
+        reduce = [a.var.name for a in op.reduce_axes]
+        height = op.axes[2].extent
+        # One register per row: the reuse is between rows (each input vector serves up
+        # to KH of them), so rows are worth more than width. LLVM unrolls the taps and
+        # keeps each weight's broadcast in a register for the whole tile; the rows get
+        # what those leave, less a few for the input vectors in flight (at the exact
+        # limit LLVM spilled: 4 rows beat 6 on AVX2 by 1.3x).
+        vec = self.res.lanes(_element_bytes(st))
+        taps = math.prod(a.extent for a in op.reduce_axes)
+        kept = taps if taps <= self.res.vector_registers * 3 // 4 else 1
+        free = self.res.vector_registers - kept - DEPTHWISE_SPARE_REGISTERS
+        # A whole small image is one tile even at the limit: a clamped second tile of a
+        # 7-row image cost 3x (its rows' padding conditions stay in the loop).
+        whole = height <= free + DEPTHWISE_SPARE_REGISTERS
+        rows = max(1, min(height if whole else free, MAX_TILE_ROWS))
+        xo, xi = self.s.split(st.name, x, self.choose(st, "vec", vec))
+        yo, yi = self.s.split(st.name, y, self.choose(st, "rows", rows))
+        order = self.choose(st, "outer_order", "natural")
+        outer = [n, c, xo, yo] if order == "cols_first" else [n, c, yo, xo]
+        self.s.reorder(st.name, *outer, *reduce, yi, xi)
+        fused = self.fuse_all(st, outer)
+        assert fused is not None
+        self.s.cache_write(st.name, fused)
+        self.s.unroll(st.name, yi)
+        self.s.vectorize(st.name, xi)
         self.parallel(st, fused)
 
     def channel_block(self, st: Stage) -> int:
@@ -506,15 +551,15 @@ def channel_vector_weight(st: Stage, constants: frozenset[str]) -> str | None:
 
 def reads_padding_in_place(pad: Stage, readers: dict[int, list[Stage]],
                            out_ids: set[int]) -> bool:
-    """True for a padding stage whose one reader is a depthwise convolution or a pooling
-    window: inline it there instead of materialising it.
+    """True for a padding stage whose one reader is a pooling window, or a depthwise
+    convolution of a small image: inline it there instead of materialising it.
 
-    Those read each input element a handful of times, with one multiply-add or max each:
-    copying the padded input first cost as much as the convolution itself (more with
-    stride 2, which reads a 4x larger input than it writes). Inlined, the padded read is
-    ``select(inside, x[clamped], fill)``, which codegen emits as one masked span load.
-    Convolutions with many input channels per output keep the copy: every padded row is
-    read there by many output channels.
+    Inlined, the padded read is ``select(inside, x[clamped], fill)``, which codegen emits
+    as one masked span load: a pooling window reads each input element about once per
+    output, so copying the padded input first cost as much as the pooling. A depthwise
+    convolution's register tile reads each input vector for several rows and taps; the
+    masked loads cost more there than the copy does (2-3x on AVX2), except on images one
+    vector wide, where the copy's rows are mostly padding.
     """
     if not pad.name.endswith("_pad") or pad.tensor.op is None or pad.tensor.uid in out_ids:
         return False
@@ -524,7 +569,20 @@ def reads_padding_in_place(pad: Stage, readers: dict[int, list[Stage]],
     op = users[0].tensor.op
     assert op is not None
     return op.tag.startswith("pool_") or (
-        op.tag == "conv2d" and bool(op.reduce_axes) and op.reduce_axes[0].extent == 1)
+        depthwise_conv(users[0]) and op.axes[3].extent <= SMALL_DEPTHWISE_WIDTH)
+
+
+def depthwise_conv(st: Stage) -> bool:
+    """A grouped convolution with one input channel per group: each output channel reads
+    the input channel of its group (``x[n, o // m, ...]``), not a reduce axis."""
+    op = st.tensor.op
+    assert op is not None
+    if op.tag != "conv2d" or not op.reduce_axes or op.reduce_axes[0].extent != 1:
+        return False
+    data = input_tensors(st.tensor)[0]
+    rc = op.reduce_axes[0].var
+    return any(load.buffer is data and load.indices[1] is not rc
+               for load in collect_loads(op.body))
 
 
 def pointwise_conv(st: Stage) -> bool:
