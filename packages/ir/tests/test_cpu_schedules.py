@@ -228,6 +228,26 @@ def test_dense_conv_vectorizes_over_output_channels(resources: CpuResources, cha
         assert vec % lanes == 0
 
 
+@pytest.mark.parametrize(("resources", "size", "lanes_over"), [
+    (AVX2, 7, "channels"), (AVX512, 14, "channels"), (AVX2, 20, "pixels")])
+def test_pointwise_conv_of_a_small_image_runs_rows_over_all_pixels(
+        resources: CpuResources, size: int, lanes_over: str) -> None:
+    """A 1x1 convolution with constant weights: up to FLAT_CHANNEL_PIXELS output pixels,
+    lanes over output channels and register rows over the flattened image (49 rows for
+    7x7, not seven rows of seven); larger images keep lanes along the pixels."""
+    func = check("conv2d", [(1, 24, size, size), (32, 24, 1, 1)], {}, resources,
+                 frozenset({"in1"}))
+    fused = [s for s in walk_stmts(func.body) if isinstance(s, For) and s.kind == "parallel"]
+    tile = [s for s in walk_stmts(func.body) if isinstance(s, For) and s.kind == "unrolled"]
+    if lanes_over == "channels":
+        assert func.attrs["layouts"][1]["order"] == [0, 2, 3, 4, 1]
+        rows = tile[0].extent
+        blocks = 32 // func.attrs["layouts"][1]["block"][1]
+        assert fused[0].extent == blocks * -(-size * size // rows)  # one loop of tiles
+    else:
+        assert not func.attrs.get("layouts")
+
+
 def test_long_reduction_runs_in_blocks_with_partial_sums() -> None:
     """A product too large for the (here tiny) L2 reduces in blocks of k: the tile starts
     from the output's partial sums after the first block, and the result is exact."""

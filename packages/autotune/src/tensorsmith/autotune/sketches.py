@@ -439,6 +439,8 @@ class TiledSketch(Sketch):
             # output channels last, so each (c, ry, rx) reads its lanes contiguously and
             # a block's weights are one sequential run (blocks of the vector width when
             # it divides the channels, else the whole output-channel axis last).
+            if v.get("flatten"):  # a 1x1 convolution: rows over the whole image
+                spatial[-2:] = [s.fuse(st, spatial[-2], spatial[-1])]
             vec_axis, row_axis, vec, rows = spatial[1], spatial[-1], v["cvec"], v["crows"]
             if self.weight is not None:  # (a Winograd output transform reads no weight)
                 if self.extent[vec_axis] % vec == 0:
