@@ -20,6 +20,16 @@ import llvmlite.binding as llvm
 CHAINS = 12  # independent accumulators: more than FMA latency x issue width
 
 
+def host_lanes() -> int:
+    """float32 lanes of one vector register of this CPU, as the codegen plug-in sees it:
+    each chain must be one register (12 chains of 16 lanes are 24 ymm on AVX2, which has
+    16, and the spills made the "peak" half the real one)."""
+    from tensorsmith.ir.codegen import target_resources
+    from tensorsmith.ir.target import Target
+
+    return target_resources(Target.parse("llvm")).lanes(4)
+
+
 def _ir(lanes: int) -> str:
     vec = f"<{lanes} x float>"
     body = [f"  %a{i}.next = call {vec} @llvm.fma.v{lanes}f32({vec} %a{i}, {vec} %x, {vec} %y)"
@@ -49,7 +59,8 @@ exit:
 """
 
 
-def peak_gflops(threads: int, lanes: int = 16, iterations: int = 20_000_000) -> float:
+def peak_gflops(threads: int, lanes: int = 0, iterations: int = 20_000_000) -> float:
+    lanes = lanes or host_lanes()
     # Its own target machine, not codegen/llvm's cached one: the JIT engine takes
     # ownership of the machine it is given and frees it with the engine.
     llvm.initialize_native_target()

@@ -379,6 +379,8 @@ class TiledSketch(Sketch):
         # its vector loop runs over those by default, and needs no weight stored otherwise.
         if self.weight is not None or unroll_reduce:
             o, x = self.extent[self.spatial[1]], self.extent[self.spatial[-1]]
+            if self.weight is not None:  # its rows run over the flattened image
+                x *= self.extent[self.spatial[-2]]
             crows = rule.get("crows", min(8, x, rows_default) if unroll_reduce else min(8, x))
             cvec = rule.get("cvec", min(16, o))
             knobs += [Knob("vec_axis", ("cols", "channels"), rule.get(
@@ -439,7 +441,7 @@ class TiledSketch(Sketch):
             # output channels last, so each (c, ry, rx) reads its lanes contiguously and
             # a block's weights are one sequential run (blocks of the vector width when
             # it divides the channels, else the whole output-channel axis last).
-            if v.get("flatten"):  # a 1x1 convolution: rows over the whole image
+            if self.weight is not None:  # a convolution: rows over the flattened image
                 spatial[-2:] = [s.fuse(st, spatial[-2], spatial[-1])]
             vec_axis, row_axis, vec, rows = spatial[1], spatial[-1], v["cvec"], v["crows"]
             if self.weight is not None:  # (a Winograd output transform reads no weight)
