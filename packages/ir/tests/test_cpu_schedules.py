@@ -15,8 +15,9 @@ from tensorsmith.ir.schedules import rule_knobs, schedule_cpu
 from tensorsmith.ir.schedules.cpu import DEPTHWISE_SPARE_REGISTERS, register_tile
 from tensorsmith.ir.target import BASELINE_CPU, CpuResources
 from tensorsmith.ir.te.evaluate import run_func
-from tensorsmith.ir.te.stmt import For, IfThenElse
-from tensorsmith.ir.te.visit import walk_stmts
+from tensorsmith.ir.te.expr import Binary, Load, Select
+from tensorsmith.ir.te.stmt import For, IfThenElse, Store
+from tensorsmith.ir.te.visit import walk, walk_stmts
 
 rng = np.random.default_rng(5)
 AVX2 = BASELINE_CPU
@@ -91,6 +92,31 @@ def test_depthwise_tile_is_rows_of_one_channel(resources: CpuResources, stride: 
     # the accumulators, the 9 weight broadcasts and the input vectors fit the registers
     assert rows + 9 + DEPTHWISE_SPARE_REGISTERS <= resources.vector_registers
     assert rows > 1
+
+
+@pytest.mark.parametrize(("op", "attrs"), [
+    ("pool2d", {"kernel": [3, 3], "mode": "max", "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("conv2d", {"groups": 3, "strides": [2, 2], "pads": [1, 1, 1, 1]})])
+def test_tiles_that_read_no_padding_run_without_selects(op: str, attrs: dict[str, Any]
+                                                        ) -> None:
+    """Padding read in place: the register tiles whose reads all fall inside the image
+    take a branch with plain loads (no select, no clamp); the border tiles keep them.
+    Both are exact."""
+    shapes = [(1, 3, 40, 37)] + ([(3, 1, 3, 3)] if op == "conv2d" else [])
+    func = check(op, shapes, attrs, AVX2, frozenset({"in1"}))
+    assert not any(p.name.endswith("_pad") for p in func.params)
+    branches = [s for s in walk_stmts(func.body) if isinstance(s, IfThenElse)
+                and s.otherwise is not None and _selects(s.otherwise) and not _selects(s.then)]
+    assert branches, "no tile runs without the padding selects"
+    loads = [e for b in branches for st in walk_stmts(b.then) if isinstance(st, Store)
+             for e in walk(st.value) if isinstance(e, Load)]
+    assert not any(isinstance(i, Binary) and i.op in ("min", "max")  # no clamp
+                   for ld in loads for i in walk(ld.indices[0]))
+
+
+def _selects(stmt: Any) -> bool:
+    return any(isinstance(e, Select) for st in walk_stmts(stmt) if isinstance(st, Store)
+               for e in walk(st.value))
 
 
 def test_dense_conv_keeps_padded_copy() -> None:

@@ -403,8 +403,9 @@ class TiledSketch(Sketch):
             return [{"pack": not pack}]
         if self.weight is None:
             return []
+        # (with channel lanes the image is one flattened axis: "cols_first" is "natural")
         return [{"vec_axis": "cols"}, *({"vec_axis": "channels", "outer_order": order}
-                                        for order in ("natural", "rows_first", "cols_first"))]
+                                        for order in ("natural", "rows_first"))]
 
     def _cols(self, v: Values) -> int:
         if v.get("vec_axis") == "channels":
@@ -540,15 +541,13 @@ def sketch_for(stage: Stage, outputs: set[int], readers: dict[int, list[Stage]],
         if is_output:
             return ElementwiseSketch(stage, rule)
         return InlineSketch(stage)
-    if op.tag == "conv2d":
-        # rows of output channels; of output rows for a depthwise convolution
-        row_axis = 2 if depthwise_conv(stage) else 1
+    if op.tag == "conv2d" or op.tag.startswith("pool_"):
+        # rows of output channels; of output rows for a pooling or depthwise window
+        row_axis = 1 if op.tag == "conv2d" and not depthwise_conv(stage) else 2
         return TiledSketch(stage, row_axis, outputs, readers, rule, window=True,
                            constants=constants)
     if op.tag == "winograd_output":
         return TiledSketch(stage, 1, outputs, readers, rule, window=True, unroll_reduce=True)
-    if op.tag.startswith("pool_"):
-        return TiledSketch(stage, None, outputs, readers, rule, window=True)
     if last_axis_contiguous(stage):
         return TiledSketch(stage, len(op.axes) - 2 if len(op.axes) >= 2 else None, outputs,
                            readers, rule, constants=constants)

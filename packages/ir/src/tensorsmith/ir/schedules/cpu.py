@@ -38,6 +38,7 @@ from ..target import BASELINE_CPU, CpuResources
 from ..te.expr import Binary, Const, Expr, Load, Select, Var
 from ..te.schedule import Schedule, Stage, input_tensors
 from ..te.tensor import Tensor
+from ..te.tiles import affine_form
 from ..te.visit import collect_loads, free_vars, rewrite, substitute, walk
 from .epilogue import fuse_epilogue_chain, stage_readers
 from .knobs import Choose, default_choice
@@ -296,7 +297,7 @@ class CpuRules:
         assert op is not None
         n, o, y, x = (a.var.name for a in op.axes)
         reduce = [a.var.name for a in op.reduce_axes]
-        if depthwise_conv(st):
+        if depthwise_conv(st) or op.tag.startswith("pool_"):
             self.depthwise(st)
             return
         flat = op.tag == "conv2d" and (pointwise_conv(st) or small_image(st, self.res))
@@ -337,8 +338,9 @@ class CpuRules:
         self.parallel(st, fused)
 
     def depthwise(self, st: Stage) -> None:
-        """One input channel per output channel: a register tile of output rows x
-        columns of one channel (``n, c, y.o, x.o | ry, rx | y.i, x.i``).
+        """One input channel per output channel (a depthwise convolution, a pooling
+        window): a register tile of output rows x columns of one channel
+        (``n, c, y.o, x.o | ry, rx | y.i, x.i``).
 
         The rows of a tile share the channel's weights (one broadcast per tap for all of
         them) and overlap in the input rows they read, so the unrolled taps load each
@@ -355,7 +357,8 @@ class CpuRules:
         # limit LLVM spilled: 4 rows beat 6 on AVX2 by 1.3x).
         vec = self.res.lanes(_element_bytes(st))
         taps = math.prod(a.extent for a in op.reduce_axes)
-        kept = taps if taps <= self.res.vector_registers * 3 // 4 else 1
+        kept = 0 if op.tag.startswith("pool_") else \
+            taps if taps <= self.res.vector_registers * 3 // 4 else 1
         free = self.res.vector_registers - kept - DEPTHWISE_SPARE_REGISTERS
         # A whole small image is one tile even at the limit: a clamped second tile of a
         # 7-row image cost 3x (its rows' padding conditions stay in the loop).
@@ -570,12 +573,15 @@ def reads_padding_in_place(pad: Stage, readers: dict[int, list[Stage]],
     """True for a padding stage whose one reader is a pooling window, or a depthwise
     convolution of a small image: inline it there instead of materialising it.
 
-    Inlined, the padded read is ``select(inside, x[clamped], fill)``, which codegen emits
-    as one masked span load: a pooling window reads each input element about once per
-    output, so copying the padded input first cost as much as the pooling. A depthwise
-    convolution's register tile reads each input vector for several rows and taps; the
-    masked loads cost more there than the copy does (2-3x on AVX2), except on images one
-    vector wide, where the copy's rows are mostly padding.
+    Inlined, the padded read is ``select(inside, x[clamped], fill)``: lowering gives the
+    register tiles that read no padding a body without the selects (te/inside.py), and
+    codegen emits the border tiles' reads as masked span loads. A pooling window reads
+    each input element about once per output, so copying the padded input first cost as
+    much as the pooling. A depthwise convolution at stride 1 keeps the copy: its tiles
+    are small against the image, so many are border tiles, and their masked loads cost
+    more than the copy (MobileNetV2's 56x56 layer 1.7x) -- except on images one vector
+    wide, whose copy is mostly padding. At stride 2 the copy reads and writes four times
+    the output's size: inlined, MobileNetV2's 112x112 layer ran 1.5x faster.
     """
     if not pad.name.endswith("_pad") or pad.tensor.op is None or pad.tensor.uid in out_ids:
         return False
@@ -585,7 +591,22 @@ def reads_padding_in_place(pad: Stage, readers: dict[int, list[Stage]],
     op = users[0].tensor.op
     assert op is not None
     return op.tag.startswith("pool_") or (
-        depthwise_conv(users[0]) and op.axes[3].extent <= SMALL_DEPTHWISE_WIDTH)
+        depthwise_conv(users[0]) and (op.axes[3].extent <= SMALL_DEPTHWISE_WIDTH
+                                      or column_stride(users[0], pad.tensor) > 1))
+
+
+def column_stride(st: Stage, tensor: Tensor) -> int:
+    """How many columns of ``tensor`` apart stage ``st`` reads for consecutive output
+    columns (a convolution's stride along x); 0 where that is not one number."""
+    op = st.tensor.op
+    assert op is not None
+    x = op.axes[-1].var
+    strides = set()
+    for load in collect_loads(op.body):
+        if load.buffer is tensor:
+            form = affine_form(load.indices[-1], {id(x): op.axes[-1].extent})
+            strides.add(form[1].get(id(x), 0) if form is not None else 0)
+    return strides.pop() if len(strides) == 1 else 0
 
 
 def depthwise_conv(st: Stage) -> bool:

@@ -37,6 +37,7 @@ from .expr import (
     same,
     select,
 )
+from .inside import inside_tile
 from .schedule import Fuse, Layout, Leaf, Schedule, Split, Stage
 from .simplify import simplify
 from .stmt import (
@@ -219,6 +220,7 @@ class _Lowerer:
             value = select(all_of(lane_guards), value, acc)
         update = guarded(Store(local, local_index, value), lane_guards)
         full = None if lanes or fills else _full_tile(st, lane_guards, below)
+        inside = None if lanes or fills else self._inside(st, body, values, clamped, below)
         spatial_guards = [g for g in guards if not _mentions_reduce(g, st)]
         start: Expr = identity(body.combiner, out.dtype)
         blocks = [lf for lf in st.leaves[:pos] if lf.reduce]
@@ -257,8 +259,28 @@ class _Lowerer:
             # only the one tile over the edge pays for masked ones.
             plain = _nest(below, Store(local, local_index, value), wrap=fills)
             reduce = IfThenElse(full, plain, reduce)
+        if inside is not None:
+            # Unswitched: a tile that reads no padding loads without selects or clamps.
+            cond, fast = inside
+            reduce = IfThenElse(cond, _nest(below, Store(local, local_index, combine(
+                body.combiner, acc, fast))), reduce)
         nest = Allocate(local, Seq([init, reduce, write]))
         return _nest(st.leaves[:pos], nest, wrap=fills)
+
+
+    def _inside(self, st: Stage, body: Reduce, values: dict[int, Expr],
+                clamped: dict[int, Expr], below: list[Leaf]) -> tuple[Expr, Expr] | None:
+        """The register tile's reads of inlined padding without their selects, and when
+        that holds (te/inside.py)."""
+        op = st.tensor.op
+        assert op is not None
+        limits = [(values[id(a.var)], a.extent) for a in (*op.axes, *op.reduce_axes)
+                  if not same(values[id(a.var)], clamped[id(a.var)])]
+        found = inside_tile(self.expr(substitute(body.body, values)), below, limits)
+        if found is None:
+            return None
+        cond, fast = found
+        return simplify(cond, self.bounds), fast
 
 
 #: Stores a value may be split into by :func:`_branch_uniform_selects`, at most.
