@@ -110,6 +110,26 @@ def test_cse_merges_identical_nodes() -> None:
     np.testing.assert_array_equal(_run(after, feeds)[0], before)
 
 
+def test_cse_stores_equal_constants_once() -> None:
+    """Equal contents (an RNN's weights merged again at every unrolled step) become one
+    constant, and the products reading them one node; other contents stay apart."""
+    from tensorsmith.ir.passes import eliminate_common_subexpressions
+
+    w = rng.standard_normal((4, 6)).astype("float32")
+    b = GraphBuilder()
+    x = b.input("x", (2, 4), "float32")
+    y1 = b.add1("matmul", [x, b.constant("w_step1", w)], name="step1")
+    y2 = b.add1("matmul", [x, b.constant("w_step2", w.copy())], name="step2")
+    y3 = b.add1("matmul", [x, b.constant("w_other", w + 1)], name="other")
+    g = b.finish([b.add1("add", [b.add1("add", [y1, y2], name="s"), y3], name="t")])
+    feeds = {"x": rng.standard_normal((2, 4)).astype("float32")}
+    before = _run(g, feeds)[0]
+    after = eliminate_common_subexpressions(g.copy())
+    assert len(after.constants()) == 2
+    assert [n.op for n in after.nodes].count("matmul") == 2
+    np.testing.assert_array_equal(_run(after, feeds)[0], before)
+
+
 def _projections(biases: tuple[bool, ...], widths: tuple[int, ...] = (6, 6, 10)):  # noqa: ANN202
     """Three products of one activation (query/key/value style), each with or without a
     constant bias, each read by its own transpose."""

@@ -1,11 +1,38 @@
 """Common-subexpression elimination: nodes with the same op, inputs and attributes
-compute the same values once."""
+compute the same values once; constants with the same contents are stored once."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
+import numpy as np
+
 from ..graph import Graph, Node, Value
+
+
+class _SameConstants:
+    """One Value per distinct constant contents (dtype, shape and bytes).
+
+    Folding and merging create constants per use: an RNN unrolled over 31 steps had its
+    recurrent weights concatenated again at every step (31 copies of the same 768 KiB
+    per layer, a 48 MiB artifact for a 2-layer GRU), and every step then read its own
+    copy from memory instead of the one in cache."""
+
+    def __init__(self) -> None:
+        self.by_digest: dict[tuple[str, tuple[int, ...], bytes], list[Value]] = {}
+
+    def canonical(self, v: Value) -> Value:
+        if v.data is None:
+            return v
+        data = np.ascontiguousarray(v.data)
+        key = (v.dtype, tuple(v.shape), hashlib.blake2b(data.tobytes(), digest_size=16).digest())
+        same = self.by_digest.setdefault(key, [])
+        for other in same:
+            if other is v or np.array_equal(other.data, data):  # type: ignore[arg-type]
+                return other
+        same.append(v)
+        return v
 
 
 def _key(node: Node, ids: dict[int, int]) -> str:
@@ -18,8 +45,9 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
     canonical: dict[int, Value] = {}
     seen: dict[str, Node] = {}
     kept: list[Node] = []
+    constants = _SameConstants()
     for node in graph.nodes:
-        node.inputs = [canonical.get(v.uid, v) for v in node.inputs]
+        node.inputs = [constants.canonical(canonical.get(v.uid, v)) for v in node.inputs]
         key = _key(node, ids)
         twin = seen.get(key)
         if twin is not None:
