@@ -102,7 +102,8 @@ def test_tiles_that_read_no_padding_run_without_selects(op: str, attrs: dict[str
     """Padding read in place: the register tiles whose reads all fall inside the image
     take a branch with plain loads (no select, no clamp); the border tiles keep them.
     Both are exact."""
-    shapes = [(1, 3, 40, 37)] + ([(3, 1, 3, 3)] if op == "conv2d" else [])
+    # (the convolution's image large enough that most of its tiles are interior)
+    shapes = [(1, 3, 40, 37)] if op == "pool2d" else [(1, 3, 64, 70), (3, 1, 3, 3)]
     func = check(op, shapes, attrs, AVX2, frozenset({"in1"}))
     assert not any(p.name.endswith("_pad") for p in func.params)
     branches = [s for s in walk_stmts(func.body) if isinstance(s, IfThenElse)
@@ -112,6 +113,20 @@ def test_tiles_that_read_no_padding_run_without_selects(op: str, attrs: dict[str
              for e in walk(st.value) if isinstance(e, Load)]
     assert not any(isinstance(i, Binary) and i.op in ("min", "max")  # no clamp
                    for ld in loads for i in walk(ld.indices[0]))
+
+
+@pytest.mark.parametrize(("channels", "size", "kernel", "inline"), [
+    (96, 112, 3, True),     # MobileNetV2: 80% of the tiles read no padding
+    (144, 56, 5, False)])   # EfficientNet's 5x5: a sixth of them do not
+def test_strided_depthwise_reads_padding_in_place_where_most_tiles_are_interior(
+        channels: int, size: int, kernel: int, inline: bool) -> None:
+    attrs = {"pads": [kernel // 2] * 4, "strides": [2, 2], "groups": channels}
+    shapes = [(1, channels, size, size), (channels, 1, kernel, kernel)]
+    inputs = [te.placeholder(s, "float32", f"in{i}") for i, s in enumerate(shapes)]
+    out = get_op("conv2d").infer([TensorType(s, "float32") for s in shapes], attrs)
+    outputs = get_op("conv2d").compute(inputs, attrs, out, "t0")  # type: ignore[misc]
+    sched = schedule_cpu(outputs, resources=AVX2, constants=frozenset({"in1"}))
+    assert sched["t0_pad"].inline == inline
 
 
 def _selects(stmt: Any) -> bool:

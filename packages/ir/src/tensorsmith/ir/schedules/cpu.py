@@ -54,6 +54,9 @@ TILE_OVERHEAD_ROWS = 1.5
 #: A pointwise convolution (or small image) of at most this many output pixels puts
 #: its vector lanes over output channels (``CpuRules.window``); measured on AVX2.
 FLAT_CHANNEL_PIXELS = 256
+#: A strided depthwise convolution reads its padding in place when at least this share
+#: of its register tiles reads none (``reads_padding_in_place``).
+INTERIOR_SHARE_TO_INLINE = 0.5
 #: Vector registers a depthwise tile leaves for the input vectors being loaded.
 DEPTHWISE_SPARE_REGISTERS = 3
 #: A depthwise convolution whose output rows are at most this wide reads its padding
@@ -166,7 +169,7 @@ class CpuRules:
         op = st.tensor.op
         assert op is not None
         if not output and self.choose(st, "inline", reads_padding_in_place(
-                st, self.readers, self.out_ids)):
+                st, self.readers, self.out_ids, self.res)):
             self.s.compute_inline(st.name)
             return
         if len(op.axes) < 2:
@@ -349,21 +352,7 @@ class CpuRules:
         assert op is not None
         n, c, y, x = (a.var.name for a in op.axes)
         reduce = [a.var.name for a in op.reduce_axes]
-        height = op.axes[2].extent
-        # One register per row: the reuse is between rows (each input vector serves up
-        # to KH of them), so rows are worth more than width. LLVM unrolls the taps and
-        # keeps each weight's broadcast in a register for the whole tile; the rows get
-        # what those leave, less a few for the input vectors in flight (at the exact
-        # limit LLVM spilled: 4 rows beat 6 on AVX2 by 1.3x).
-        vec = self.res.lanes(_element_bytes(st))
-        taps = math.prod(a.extent for a in op.reduce_axes)
-        kept = 0 if op.tag.startswith("pool_") else \
-            taps if taps <= self.res.vector_registers * 3 // 4 else 1
-        free = self.res.vector_registers - kept - DEPTHWISE_SPARE_REGISTERS
-        # A whole small image is one tile even at the limit: a clamped second tile of a
-        # 7-row image cost 3x (its rows' padding conditions stay in the loop).
-        whole = height <= free + DEPTHWISE_SPARE_REGISTERS
-        rows = max(1, min(height if whole else free, MAX_TILE_ROWS))
+        vec, rows = depthwise_tile(self.res, st)
         xo, xi = self.s.split(st.name, x, self.choose(st, "vec", vec))
         yo, yi = self.s.split(st.name, y, self.choose(st, "rows", rows))
         order = self.choose(st, "outer_order", "natural")
@@ -483,6 +472,59 @@ def fuse_all(s: Schedule, stage: str, names: Sequence[str]) -> str | None:
     return fused
 
 
+def depthwise_tile(resources: CpuResources, st: Stage) -> tuple[int, int]:
+    """``(vec, rows)`` of :meth:`CpuRules.depthwise`'s register tile.
+
+    One register per row: the reuse is between rows (each input vector serves up to KH
+    of them), so rows are worth more than width. LLVM unrolls the taps and keeps each
+    weight's broadcast in a register for the whole tile; the rows get what those leave,
+    less a few for the input vectors in flight (at the exact limit LLVM spilled: 4 rows
+    beat 6 on AVX2 by 1.3x). A whole small image is one tile even at the limit: a clamped
+    second tile of a 7-row image cost 3x (its rows' padding conditions stay in the loop).
+    """
+    op = st.tensor.op
+    assert op is not None
+    height = op.axes[2].extent
+    vec = resources.lanes(_element_bytes(st))
+    taps = math.prod(a.extent for a in op.reduce_axes)
+    kept = 0 if op.tag.startswith("pool_") else \
+        taps if taps <= resources.vector_registers * 3 // 4 else 1
+    free = resources.vector_registers - kept - DEPTHWISE_SPARE_REGISTERS
+    whole = height <= free + DEPTHWISE_SPARE_REGISTERS
+    return vec, max(1, min(height if whole else free, MAX_TILE_ROWS))
+
+
+def interior_share(pad: Stage, reader: Stage, tile: tuple[int, int]) -> float:
+    """The share of ``reader``'s register tiles (``tile`` = columns, rows) that read no
+    padding of ``pad``: those run without selects when the padding is read in place."""
+    op, conv = pad.tensor.op, reader.tensor.op
+    assert op is not None and conv is not None
+    data = input_tensors(pad.tensor)[0]
+    share = 1.0
+    for axis, size in ((3, tile[0]), (2, tile[1])):
+        out, padded, inner = conv.axes[axis].extent, op.axes[axis].extent, data.shape[axis]
+        before = (padded - inner) // 2  # the padding before the data (about half)
+        first = last = None
+        for load in collect_loads(conv.body):
+            if load.buffer is pad.tensor:
+                bounds = {id(a.var): a.extent for a in (*conv.axes, *conv.reduce_axes)}
+                form = affine_form(load.indices[axis], bounds)
+                if form is None:
+                    return 0.0
+                stride = form[1].get(id(conv.axes[axis].var), 1)
+                reach = sum(c * (bounds[v] - 1) for v, c in form[1].items()
+                            if v != id(conv.axes[axis].var))
+                first, last = stride, reach
+        if first is None or last is None:
+            return 0.0
+        tiles = -(-out // size)
+        inside = sum(1 for t in range(tiles)
+                     if t * size * first >= before and t * size + size <= out
+                     and (t * size + size - 1) * first + last < before + inner)
+        share *= inside / tiles
+    return share
+
+
 def _element_bytes(st: Stage) -> int:
     """Bytes per lane of the stage's arithmetic: narrower types compute in 32-bit lanes."""
     return max(4, itemsize(st.tensor.dtype))
@@ -569,7 +611,7 @@ def channel_vector_weight(st: Stage, constants: frozenset[str]) -> str | None:
 
 
 def reads_padding_in_place(pad: Stage, readers: dict[int, list[Stage]],
-                           out_ids: set[int]) -> bool:
+                           out_ids: set[int], resources: CpuResources = BASELINE_CPU) -> bool:
     """True for a padding stage whose one reader is a pooling window, or a depthwise
     convolution of a small image: inline it there instead of materialising it.
 
@@ -581,7 +623,9 @@ def reads_padding_in_place(pad: Stage, readers: dict[int, list[Stage]],
     are small against the image, so many are border tiles, and their masked loads cost
     more than the copy (MobileNetV2's 56x56 layer 1.7x) -- except on images one vector
     wide, whose copy is mostly padding. At stride 2 the copy reads and writes four times
-    the output's size: inlined, MobileNetV2's 112x112 layer ran 1.5x faster.
+    the output's size: inlined, MobileNetV2's 112x112 layer ran 1.5x faster -- where
+    most tiles are interior (:func:`interior_share`; EfficientNet's 5x5 layer at 28x28,
+    with a sixth of them, ran 2x slower inlined).
     """
     if not pad.name.endswith("_pad") or pad.tensor.op is None or pad.tensor.uid in out_ids:
         return False
@@ -590,9 +634,13 @@ def reads_padding_in_place(pad: Stage, readers: dict[int, list[Stage]],
         return False
     op = users[0].tensor.op
     assert op is not None
-    return op.tag.startswith("pool_") or (
-        depthwise_conv(users[0]) and (op.axes[3].extent <= SMALL_DEPTHWISE_WIDTH
-                                      or column_stride(users[0], pad.tensor) > 1))
+    if op.tag.startswith("pool_"):
+        return True
+    return depthwise_conv(users[0]) and (
+        op.axes[3].extent <= SMALL_DEPTHWISE_WIDTH
+        or (column_stride(users[0], pad.tensor) > 1
+            and interior_share(pad, users[0], depthwise_tile(resources, users[0]))
+            >= INTERIOR_SHARE_TO_INLINE))
 
 
 def column_stride(st: Stage, tensor: Tensor) -> int:
