@@ -73,45 +73,6 @@ def test_fusion_keeps_values_with_outside_readers() -> None:
     assert len(groups) == 2  # e is a graph output, so relu may not swallow it
 
 
-def _activation_diamond(gelu: bool):  # noqa: ANN202
-    """A product followed by x * sigmoid(x), or by GELU's x * (1 + erf(x / k)) / 2."""
-    b = GraphBuilder()
-    x = b.input("x", (3, 8), "float32")
-    w = b.constant("w", rng.standard_normal((8, 5)).astype("float32"))
-    h = b.add1("matmul", [x, w], name="mm")
-    if gelu:
-        e = b.add1("erf", [b.add1("div", [h, b.constant("k", np.float32(1.4142135))],
-                                  name="d")], name="e")
-        one = b.add1("add", [e, b.constant("one", np.float32(1.0))], name="a")
-        y = b.add1("mul", [b.add1("mul", [h, one], name="m"),
-                           b.constant("half", np.float32(0.5))], name="y")
-    else:
-        y = b.add1("mul", [h, b.add1("sigmoid", [h], name="s")], name="y")
-    return b.finish([b.add1("softmax", [y], {"axis": -1}, name="sm")])
-
-
-@pytest.mark.parametrize("gelu", [False, True], ids=["swish", "gelu"])
-def test_fusion_takes_activation_diamonds_into_the_anchor(gelu: bool) -> None:
-    """Both branches of the diamond read the product; each joins its group, so the
-    product never leaves the kernel (one output: the diamond's end)."""
-    g = _activation_diamond(gelu)
-    groups = fuse_ops(g)
-    assert [grp.nodes[0].op for grp in groups] == ["matmul", "softmax"]
-    assert [v.name for v in groups[0].outputs] == [groups[0].nodes[-1].outputs[0].name]
-
-
-def test_fusion_leaves_a_diamond_whose_reader_is_not_elementwise() -> None:
-    b = GraphBuilder()
-    x = b.input("x", (3, 8), "float32")
-    w = b.constant("w", rng.standard_normal((8, 8)).astype("float32"))
-    h = b.add1("matmul", [x, w], name="mm")
-    s = b.add1("sigmoid", [h], name="s")
-    t = b.add1("matmul", [h, w], name="mm2")  # the product's other reader is an anchor
-    g = b.finish([b.add1("add", [s, t], name="y")])
-    groups = fuse_ops(g)
-    assert [n.op for n in groups[0].nodes] == ["matmul"]
-
-
 def test_memory_plan_reuses_dead_buffers() -> None:
     sizes = {"a": 1000, "b": 1000, "c": 1000}
     first = {"a": 0, "b": 1, "c": 2}

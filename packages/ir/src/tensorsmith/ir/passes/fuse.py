@@ -10,11 +10,7 @@ Rules by fusion pattern (the ops' ``Pattern``), applied in topological order:
   (prologues: exp -> sum);
 - opaque ops and out-elementwise-fusable anchors (matmul, conv) start their own group.
 Joining only producers whose outputs have no other consumer guarantees the groups form
-a DAG; they are returned in an order that runs each after the groups it reads. One
-exception, the diamonds of activations (x * sigmoid(x), GELU's x * (1 + erf(x / k)) / 2):
-a node also joins when the group's other readers are elementwise nodes that read only the
-group, this node, each other and values older than the group (``_closes_diamond``), so
-they join next and the whole activation rides along the anchor's tile.
+a DAG; they are returned in an order that runs each after the groups it reads.
 """
 
 from __future__ import annotations
@@ -57,7 +53,6 @@ def _can_join(node_pattern: Pattern, group_pattern: Pattern) -> bool:
 def fuse_ops(graph: Graph, enabled: bool = True) -> list[FusedGroup]:
     consumers = graph.consumers()
     output_ids = {v.uid for v in graph.outputs}
-    position = {id(n): i for i, n in enumerate(graph.nodes)}
     group_of: dict[int, FusedGroup] = {}  # node id -> group
     groups: list[FusedGroup] = []
     for node in graph.nodes:
@@ -70,8 +65,7 @@ def fuse_ops(graph: Graph, enabled: bool = True) -> list[FusedGroup]:
                 g = group_of.get(id(v.producer))
                 if g is None or not _can_join(pattern, g.pattern):
                     continue
-                if _sole_consumer(g, node, consumers, output_ids) or _closes_diamond(
-                        g, node, consumers, output_ids, position):
+                if _sole_consumer(g, node, consumers, output_ids):
                     target = g
                     break
         if target is None:
@@ -82,6 +76,7 @@ def fuse_ops(graph: Graph, enabled: bool = True) -> list[FusedGroup]:
     # A node may join an earlier group while reading a value of a later one (relu(x) *
     # neg(x)). Values leave a group only from its last node, so ordering groups by their
     # last node's position is a valid schedule.
+    position = {id(n): i for i, n in enumerate(graph.nodes)}
     groups.sort(key=lambda g: position[id(g.nodes[-1])])
     for g in groups:
         _fill_boundary(g, consumers, output_ids)
@@ -99,35 +94,6 @@ def _sole_consumer(g: FusedGroup, node: Node, consumers: dict[int, list[Node]],
             if any(id(c) not in members for c in consumers.get(v.uid, [])):
                 return False
     return True
-
-
-def _closes_diamond(g: FusedGroup, node: Node, consumers: dict[int, list[Node]],
-                    output_ids: set[int], position: dict[int, int]) -> bool:
-    """True for an elementwise ``node`` that reads nothing but ``g``, constants and
-    values produced before ``g`` began (which cannot depend on ``g``: so the groups stay
-    a DAG), where every other reader of ``g``'s values is elementwise too: the readers
-    of a diamond (x * sigmoid(x); GELU's x * (1 + erf(x / k)) / 2), which then join one
-    by one, each of them by this rule or by the sole-consumer one, and ``g``'s values
-    never leave the kernel."""
-    if get_op(node.op).pattern > Pattern.BROADCAST:
-        return False
-    members = {id(n) for n in g.nodes}
-    if not _reads_within(node, members, min(position[id(n)] for n in g.nodes), position):
-        return False
-    for n in g.nodes:
-        for v in n.outputs:
-            if v.uid in output_ids:
-                return False
-            if any(id(c) not in members and c is not node
-                   and get_op(c.op).pattern > Pattern.BROADCAST
-                   for c in consumers.get(v.uid, [])):
-                return False
-    return True
-
-
-def _reads_within(node: Node, inside: set[int], first: int, position: dict[int, int]) -> bool:
-    return all(v.producer is None or v.is_constant or id(v.producer) in inside
-               or position[id(v.producer)] < first for v in node.inputs)
 
 
 def _fill_boundary(g: FusedGroup, consumers: dict[int, list[Node]], output_ids: set[int]) -> None:

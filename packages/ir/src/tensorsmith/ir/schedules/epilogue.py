@@ -20,30 +20,22 @@ def stage_readers(s: Schedule) -> dict[int, list[Stage]]:
 
 def epilogue_consumer(stage: Stage, outputs: set[int],
                       readers: dict[int, list[Stage]]) -> str | None:
-    """The output stage that ends the same-shape elementwise stages reading ``stage``:
-    a chain (bias, activation, residual add) or a diamond of them (x * sigmoid(x)), with
-    one output, which the others all lead to (``None`` when ``stage`` is itself an
-    output, or the stages after it reduce, change shape or end in several outputs)."""
+    """The output stage at the end of a single-reader, same-shape elementwise chain after
+    ``stage`` (``None`` when ``stage`` is itself an output or the chain branches)."""
     if stage.tensor.uid in outputs:
         return None
-    found: Stage | None = None
-    seen = {stage.tensor.uid}
-    frontier = [stage]
-    while frontier:
-        for user in readers.get(frontier.pop().tensor.uid, []):
-            if user.tensor.uid in seen:
-                continue
-            seen.add(user.tensor.uid)
-            op = user.tensor.op
-            if op is None or op.reduce_axes or user.tensor.shape != stage.tensor.shape:
-                return None
-            if user.tensor.uid in outputs:
-                if found is not None or readers.get(user.tensor.uid):
-                    return None
-                found = user
-            else:
-                frontier.append(user)
-    return found.name if found is not None else None
+    chain = stage
+    while True:
+        users = readers.get(chain.tensor.uid, [])
+        if len(users) != 1:
+            return None
+        user = users[0]
+        op = user.tensor.op
+        if op is None or op.reduce_axes or user.tensor.shape != stage.tensor.shape:
+            return None
+        if user.tensor.uid in outputs:
+            return user.name
+        chain = user
 
 
 def fuse_epilogue_chain(s: Schedule, stage: Stage, outputs: set[int],
