@@ -182,7 +182,7 @@ def _cnn():
 
 def _depthwise():
     """MobileNet's depthwise convolutions: a wide image (its padding copied first) and a
-    small strided one (padding read in place)."""
+    small strided one (padding read in place); then a grouped convolution."""
     rng = np.random.default_rng(0)
     b = GraphBuilder()
     x = b.input("x", (1, 8, 20, 20), "float32")
@@ -190,7 +190,10 @@ def _depthwise():
     attrs = {"pads": [1, 1, 1, 1], "groups": 8}
     h = b.add1("relu", [b.add1("conv2d", [x, w], attrs, name="dw")], name="r")
     h = b.add1("conv2d", [h, w], {**attrs, "strides": [2, 2]}, name="dw_s2")
-    return b.finish([b.add1("conv2d", [h, w], {**attrs, "strides": [2, 2]}, name="dw_small")])
+    h = b.add1("conv2d", [h, w], {**attrs, "strides": [2, 2]}, name="dw_small")
+    g = b.constant("g", rng.standard_normal((8, 4, 3, 3)).astype("float32"))
+    return b.finish([b.add1("conv2d", [h, g], {"pads": [1, 1, 1, 1], "groups": 2},
+                            name="grouped")])  # RegNet's: 4 output channels per group
 
 
 def _dense_block():

@@ -292,6 +292,24 @@ def test_conv_rows_run_over_the_flattened_image(
         assert not func.attrs.get("layouts")
 
 
+@pytest.mark.parametrize(("resources", "per_group"), [(AVX2, 8), (AVX512, 16), (AVX2, 6)])
+def test_grouped_conv_vectorizes_over_one_groups_output_channels(
+        resources: CpuResources, per_group: int) -> None:
+    """A grouped convolution (RegNet's 8-16 channels per group) puts one group's output
+    channels in the lanes: they read the same input channels, so every input element is
+    a broadcast. A group that fills no such block keeps lanes along the image."""
+    groups = 2
+    channels = groups * per_group
+    func = check("conv2d", [(1, channels, 5, 6), (channels, per_group, 3, 3)],
+                 {"pads": [1, 1, 1, 1], "groups": groups}, resources, frozenset({"in1"}),
+                 atol=1e-4)
+    layouts = func.attrs.get("layouts", {})
+    if per_group % 4:
+        assert not layouts
+    else:
+        assert layouts[1] == {"order": [0, 2, 3, 4, 1], "block": [0, per_group]}
+
+
 def test_long_reduction_runs_in_blocks_with_partial_sums() -> None:
     """A product too large for the (here tiny) L2 reduces in blocks of k: the tile starts
     from the output's partial sums after the first block, and the result is exact."""

@@ -369,11 +369,18 @@ class CpuRules:
         """Output channels per vector block of :meth:`conv_channels`: the widest
         power-of-two number of whole registers (at most a quarter of the register file)
         that divides the channels; 0 where none does (24 channels on AVX-512: lanes over
-        the columns instead), since a partial block would need masks in every tile."""
+        the columns instead), since a partial block would need masks in every tile. For a
+        grouped convolution, one group's output channels (RegNet's 8 or 16) where they
+        fit such a block."""
         op = st.tensor.op
         assert op is not None
         lanes = self.res.lanes(_element_bytes(st))
         block = lanes * max(1, self.res.vector_registers // 8)
+        per_group = group_outputs(st)
+        if per_group:
+            # A block is one group's output channels: they all read the same input
+            # channels, so each input element is still one broadcast for the block.
+            return per_group if 1 < per_group <= block and per_group % 4 == 0 else 0
         while block >= lanes:
             if op.axes[1].extent % block == 0:
                 return block
@@ -595,19 +602,35 @@ def select_rows(st: Stage, s: Schedule) -> int:
 
 
 def channel_vector_weight(st: Stage, constants: frozenset[str]) -> str | None:
-    """The weight a dense (ungrouped) convolution reads, when it is a constant the build
-    can store transposed: only then may the vector loop run over output channels."""
+    """The weight a dense or grouped (not depthwise) convolution reads, when it is a
+    constant the build can store transposed: only then may the vector loop run over
+    output channels."""
     op = st.tensor.op
     assert op is not None
-    if op.tag != "conv2d" or not op.reduce_axes:
+    if op.tag != "conv2d" or not op.reduce_axes or group_outputs(st) == 1:
         return None
-    data, *rest = input_tensors(st.tensor)
-    rc = op.reduce_axes[0].var
-    for load in collect_loads(op.body):
-        if load.buffer is data and load.indices[1] is not rc:
-            return None  # grouped: input channels follow the output channel
+    rest = input_tensors(st.tensor)[1:]
     weights = [t for t in rest if t.op is None and t.ndim == 4 and t.name in constants]
     return weights[0].name if weights else None
+
+
+def group_outputs(st: Stage) -> int:
+    """Output channels per group of a grouped convolution (its input channel is
+    ``(o // og) * cg + rc``); 0 for a dense one, 1 where that is not known."""
+    op = st.tensor.op
+    assert op is not None
+    data = input_tensors(st.tensor)[0]
+    rc, o = op.reduce_axes[0].var, op.axes[1].var
+    for load in collect_loads(op.body):
+        if load.buffer is data:
+            if load.indices[1] is rc:
+                return 0
+            for e in walk(load.indices[1]):
+                if (isinstance(e, Binary) and e.op == "floordiv" and e.a is o
+                        and isinstance(e.b, Const)):
+                    return int(e.b.value)
+            return 1
+    return 1
 
 
 def reads_padding_in_place(pad: Stage, readers: dict[int, list[Stage]],
