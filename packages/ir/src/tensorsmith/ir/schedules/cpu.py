@@ -509,27 +509,39 @@ def interior_share(pad: Stage, reader: Stage, tile: tuple[int, int]) -> float:
     data = input_tensors(pad.tensor)[0]
     share = 1.0
     for axis, size in ((3, tile[0]), (2, tile[1])):
+        reads = axis_reads(reader, pad.tensor, axis)
+        if reads is None:
+            return 0.0
+        stride, reach = reads
         out, padded, inner = conv.axes[axis].extent, op.axes[axis].extent, data.shape[axis]
         before = (padded - inner) // 2  # the padding before the data (about half)
-        first = last = None
-        for load in collect_loads(conv.body):
-            if load.buffer is pad.tensor:
-                bounds = {id(a.var): a.extent for a in (*conv.axes, *conv.reduce_axes)}
-                form = affine_form(load.indices[axis], bounds)
-                if form is None:
-                    return 0.0
-                stride = form[1].get(id(conv.axes[axis].var), 1)
-                reach = sum(c * (bounds[v] - 1) for v, c in form[1].items()
-                            if v != id(conv.axes[axis].var))
-                first, last = stride, reach
-        if first is None or last is None:
-            return 0.0
         tiles = -(-out // size)
         inside = sum(1 for t in range(tiles)
-                     if t * size * first >= before and t * size + size <= out
-                     and (t * size + size - 1) * first + last < before + inner)
+                     if t * size * stride >= before and t * size + size <= out
+                     and (t * size + size - 1) * stride + reach < before + inner)
         share *= inside / tiles
     return share
+
+
+def axis_reads(st: Stage, tensor: Tensor, axis: int) -> tuple[int, int] | None:
+    """How stage ``st`` reads axis ``axis`` of ``tensor`` (an input of its own shape's
+    rank): ``(stride, reach)``, the step per output index along that axis (a
+    convolution's stride) and the span the other loops add (its taps, dilated); None
+    where its reads there are not one affine form."""
+    op = st.tensor.op
+    assert op is not None
+    bounds = {id(a.var): a.extent for a in (*op.axes, *op.reduce_axes)}
+    own = id(op.axes[axis].var)
+    forms = set()
+    for load in collect_loads(op.body):
+        if load.buffer is tensor:
+            form = affine_form(load.indices[axis], bounds)
+            if form is None:
+                return None
+            coefs = form[1]
+            forms.add((coefs.get(own, 0),
+                       sum(c * (bounds[v] - 1) for v, c in coefs.items() if v != own)))
+    return forms.pop() if len(forms) == 1 else None
 
 
 def _element_bytes(st: Stage) -> int:
@@ -635,8 +647,9 @@ def group_outputs(st: Stage) -> int:
 
 def reads_padding_in_place(pad: Stage, readers: dict[int, list[Stage]],
                            out_ids: set[int], resources: CpuResources = BASELINE_CPU) -> bool:
-    """True for a padding stage whose one reader is a pooling window, or a depthwise
-    convolution of a small image: inline it there instead of materialising it.
+    """True for a padding stage whose one reader is a pooling window, a depthwise
+    convolution of a small image, or a strided depthwise convolution most of whose
+    register tiles read no padding: inline it there instead of materialising it.
 
     Inlined, the padded read is ``select(inside, x[clamped], fill)``: lowering gives the
     register tiles that read no padding a body without the selects (te/inside.py), and
@@ -661,23 +674,9 @@ def reads_padding_in_place(pad: Stage, readers: dict[int, list[Stage]],
         return True
     return depthwise_conv(users[0]) and (
         op.axes[3].extent <= SMALL_DEPTHWISE_WIDTH
-        or (column_stride(users[0], pad.tensor) > 1
+        or ((axis_reads(users[0], pad.tensor, 3) or (0, 0))[0] > 1
             and interior_share(pad, users[0], depthwise_tile(resources, users[0]))
             >= INTERIOR_SHARE_TO_INLINE))
-
-
-def column_stride(st: Stage, tensor: Tensor) -> int:
-    """How many columns of ``tensor`` apart stage ``st`` reads for consecutive output
-    columns (a convolution's stride along x); 0 where that is not one number."""
-    op = st.tensor.op
-    assert op is not None
-    x = op.axes[-1].var
-    strides = set()
-    for load in collect_loads(op.body):
-        if load.buffer is tensor:
-            form = affine_form(load.indices[-1], {id(x): op.axes[-1].extent})
-            strides.add(form[1].get(id(x), 0) if form is not None else 0)
-    return strides.pop() if len(strides) == 1 else 0
 
 
 def depthwise_conv(st: Stage) -> bool:
@@ -687,10 +686,7 @@ def depthwise_conv(st: Stage) -> bool:
     assert op is not None
     if op.tag != "conv2d" or not op.reduce_axes or op.reduce_axes[0].extent != 1:
         return False
-    data = input_tensors(st.tensor)[0]
-    rc = op.reduce_axes[0].var
-    return any(load.buffer is data and load.indices[1] is not rc
-               for load in collect_loads(op.body))
+    return group_outputs(st) != 0
 
 
 def pointwise_conv(st: Stage) -> bool:

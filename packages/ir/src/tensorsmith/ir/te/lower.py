@@ -220,7 +220,8 @@ class _Lowerer:
             value = select(all_of(lane_guards), value, acc)
         update = guarded(Store(local, local_index, value), lane_guards)
         full = None if lanes or fills else _full_tile(st, lane_guards, below)
-        inside = None if lanes or fills else self._inside(st, body, values, clamped, below)
+        inside = None if lanes or fills else self._inside(st, body, inner, values, clamped,
+                                                            below)
         spatial_guards = [g for g in guards if not _mentions_reduce(g, st)]
         start: Expr = identity(body.combiner, out.dtype)
         blocks = [lf for lf in st.leaves[:pos] if lf.reduce]
@@ -267,13 +268,15 @@ class _Lowerer:
         nest = Allocate(local, Seq([init, reduce, write]))
         return _nest(st.leaves[:pos], nest, wrap=fills)
 
-
-    def _inside(self, st: Stage, body: Reduce, values: dict[int, Expr],
+    def _inside(self, st: Stage, body: Reduce, inner: Expr, values: dict[int, Expr],
                 clamped: dict[int, Expr], below: list[Leaf]) -> tuple[Expr, Expr] | None:
         """The register tile's reads of inlined padding without their selects, and when
-        that holds (te/inside.py)."""
+        that holds (te/inside.py); ``inner`` is the tile's body as lowered, which has a
+        select wherever the unclamped one does (a product has none: no second pass)."""
         op = st.tensor.op
         assert op is not None
+        if not any(isinstance(x, Select) for x in walk(inner)):
+            return None
         limits = [(values[id(a.var)], a.extent) for a in (*op.axes, *op.reduce_axes)
                   if not same(values[id(a.var)], clamped[id(a.var)])]
         found = inside_tile(self.expr(substitute(body.body, values)), below, limits)
