@@ -128,12 +128,14 @@ def _export_llvm(func: PrimFunc, plan: dict[str, Any], tgt: Target, path: Path) 
     kernels = codegen([func], tgt)
     with tempfile.TemporaryDirectory(prefix="tsm-tune-link-") as tmp:
         d = Path(tmp)
-        (d / "kernels.o").write_bytes(kernels.object_code)
+        names = [f"kernels{i}.o" for i in range(len(kernels.objects))]
+        for name, data in zip(names, kernels.objects, strict=True):
+            (d / name).write_bytes(data)
         (d / "plan.c").write_text(plan_source(plan, metadata))
         (d / "params.bin").write_bytes(b"")
         (d / "params.S").write_text(PARAMS_ASM)
         cmd = [find_cc(), *CFLAGS, "-shared", "-I", str(csrc_dir()), "-I", get_include(),
-               "plan.c", *objects, "kernels.o", "params.S", "-o", "model.so", "-lpthread",
+               "plan.c", *objects, *names, "params.S", "-o", "model.so", "-lpthread",
                "-lm"]
         result = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
         if result.returncode != 0:

@@ -19,23 +19,28 @@ except PackageNotFoundError:  # running from a source tree
 
 @dataclass
 class LLVMKernels:
-    """LLVM IR for all kernels of a model, compiled once to one object on first use."""
+    """The kernels of a model, emitted as LLVM IR and compiled on first use: one LLVM
+    module per kernel, one object per chunk of kernels (compile_jobs.py spreads the
+    chunks, emission included, over the cores)."""
 
-    llvm_ir: str
+    funcs: list[PrimFunc]
     target: Target
-    _object: bytes | None = field(default=None, repr=False)
+    _objects: list[bytes] | None = field(default=None, repr=False)
 
     @property
-    def object_code(self) -> bytes:
-        if self._object is None:
-            from .target_machine import compile_to_object
+    def objects(self) -> list[bytes]:
+        if self._objects is None:
+            from .compile_jobs import compile_objects
 
-            self._object = compile_to_object(self.llvm_ir, self.target.options.get("mcpu", ""))
-        return self._object
+            self._objects = compile_objects(self.funcs, self.target.options.get("mcpu", ""))
+        return self._objects
 
     def source(self, kind: str = "llvm") -> str:
+        """The kernels' LLVM IR, module after module."""
         if kind in ("llvm", "ll"):
-            return self.llvm_ir
+            from .compile_jobs import module_text
+
+            return "\n".join(module_text(f) for f in self.funcs)
         raise ValueError(f"no {kind!r} source for the llvm target; use 'llvm' or 'tir'")
 
     def export(self, path: str, plan: dict[str, Any], params: bytes) -> None:
@@ -47,15 +52,13 @@ class LLVMKernels:
         metadata = {**plan, "target": str(self.target)}
         with tempfile.TemporaryDirectory(prefix="tsm-export-") as tmp:
             so = Path(tmp) / "model.so"
-            link_shared(self.object_code, plan_source(plan, metadata), params, so)
+            link_shared(self.objects, plan_source(plan, metadata), params, so)
             write_artifact(path, so.read_bytes(), {}, metadata)
 
 
 def codegen(funcs: list[PrimFunc], target: Target) -> LLVMKernels:
     """The ``llvm`` entry point of the ``tensorsmith.codegen`` group."""
-    from .emit import emit_module
-
-    return LLVMKernels(str(emit_module(funcs)), target)
+    return LLVMKernels(funcs, target)
 
 
 __all__ = ["LLVMKernels", "codegen"]

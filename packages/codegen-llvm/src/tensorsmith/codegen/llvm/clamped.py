@@ -24,6 +24,7 @@ from llvmlite import ir
 from tensorsmith.ir.te.expr import Binary, Const, Expr, Load, Var, const, same
 from tensorsmith.ir.te.visit import free_vars
 
+from .constants import vector
 from .vectorize import PTR, _elem, _elem_bytes, span_mask, stride_of
 
 if TYPE_CHECKING:
@@ -187,7 +188,7 @@ class _Lanes:
         b = self.b
         i32 = ir.IntType(32)
         vty = ir.VectorType(i32, self.n)
-        iota = ir.Constant(vty, list(range(self.n)))
+        iota = vector(vty, range(self.n))
         low = self.v.splat(b.trunc(start, i32), vty)
         high = self.v.splat(b.trunc(stop, i32), vty)
         return b.and_(b.icmp_signed(">=", iota, low), b.icmp_signed("<", iota, high))
@@ -288,10 +289,10 @@ def _masked_strided_load(v: VectorEmitter, addr: ir.Value, vty: ir.VectorType,
     wty = ir.VectorType(vty.element, wide_lanes)
     i32 = ir.IntType(32)
     wide_mask = span_mask(b, mask, step, v.lanes)
-    wide_pass = b.shuffle_vector(passthru, ir.Constant(vty, ir.Undefined), ir.Constant(
+    wide_pass = b.shuffle_vector(passthru, ir.Constant(vty, ir.Undefined), vector(
         ir.VectorType(i32, wide_lanes), [j // step for j in range(wide_lanes)]))
     fn = v._masked("load", wty, ir.FunctionType(wty, [PTR, i32, wide_mask.type, wty]),
                    lanes=wide_lanes)
     wide = b.call(fn, [addr, align, wide_mask, wide_pass])
-    return b.shuffle_vector(wide, ir.Constant(wty, ir.Undefined), ir.Constant(
+    return b.shuffle_vector(wide, ir.Constant(wty, ir.Undefined), vector(
         ir.VectorType(i32, v.lanes), [j * step for j in range(v.lanes)]))

@@ -35,6 +35,7 @@ from tensorsmith.ir.te.stmt import (
 )
 from tensorsmith.ir.te.visit import free_vars, stmt_exprs, walk, walk_stmts
 
+from .constants import constant
 from .fastmath import INLINE_F32
 from .vectorize import try_vectorize
 
@@ -338,7 +339,7 @@ class KernelEmitter:
             if e.op == "fmod":
                 return b.srem(x, y)
             q, r = b.sdiv(x, y), b.srem(x, y)
-            zero = _const(x.type, 0)
+            zero = constant(x.type, 0)
             adjust = b.and_(b.icmp_signed("!=", r, zero),
                             b.icmp_signed("!=", b.icmp_signed("<", r, zero),
                                           b.icmp_signed("<", y, zero)))
@@ -365,8 +366,8 @@ class KernelEmitter:
         sf, df = src.startswith("float"), dst.startswith("float")
         if dst == "bool":
             if sf:
-                return b.fcmp_unordered("!=", v, _const(v.type, 0.0))
-            return b.icmp_signed("!=", v, _const(v.type, 0))
+                return b.fcmp_unordered("!=", v, constant(v.type, 0.0))
+            return b.icmp_signed("!=", v, constant(v.type, 0))
         if sf and df:
             bits = {"float16": 16, "float32": 32, "float64": 64}
             return b.fpext(v, to) if bits[dst] > bits[src] else b.fptrunc(v, to)
@@ -404,7 +405,7 @@ class KernelEmitter:
             return b.fcmp_unordered("uno", args[0], args[0])
         if e.fn == "isinf":
             a = self._intrinsic(b, "llvm.fabs", args, dt)
-            return b.fcmp_ordered("==", a, _const(a.type, float("inf")))
+            return b.fcmp_ordered("==", a, constant(a.type, float("inf")))
         if e.fn == "iabs":
             zero = ir.Constant(args[0].type, 0)
             return b.select(b.icmp_signed("<", args[0], zero), b.sub(zero, args[0]), args[0])
@@ -440,15 +441,10 @@ class KernelEmitter:
         if scalar == I1:
             return v
         if isinstance(scalar, ir.IntType):
-            return b.icmp_signed("!=", v, _const(v.type, 0))
-        return b.fcmp_unordered("!=", v, _const(v.type, 0.0))
+            return b.icmp_signed("!=", v, constant(v.type, 0))
+        return b.fcmp_unordered("!=", v, constant(v.type, 0.0))
 
 
-def _const(ty: ir.Type, value: float) -> ir.Constant:
-    """A constant of ``ty``, splatted when ``ty`` is a vector type."""
-    if isinstance(ty, ir.VectorType):
-        return ir.Constant(ty, [value] * ty.count)
-    return ir.Constant(ty, value)
 
 
 def _nonnegative(e: Expr) -> bool:

@@ -14,14 +14,12 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from .constants import constant
+
 F32 = ir.FloatType()
 I32 = ir.IntType(32)
 
 
-def _c(ty: ir.Type, v: float) -> ir.Constant:
-    if isinstance(ty, ir.VectorType):
-        return ir.Constant(ty, [v] * ty.count)
-    return ir.Constant(ty, v)
 
 
 def _int_type(ty: ir.Type) -> ir.Type:
@@ -51,9 +49,9 @@ def _fdiv(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
 
 def _poly(b: ir.IRBuilder, x: ir.Value, coeffs: list[float]) -> ir.Value:
     """Horner: coeffs from the highest power down."""
-    acc = _c(x.type, coeffs[0])
+    acc = constant(x.type, coeffs[0])
     for c in coeffs[1:]:
-        acc = _fadd(b, _fmul(b, acc, x), _c(x.type, c))
+        acc = _fadd(b, _fmul(b, acc, x), constant(x.type, c))
     return acc
 
 
@@ -72,27 +70,27 @@ def _select(b: ir.IRBuilder, cond: ir.Value, a: ir.Value, c: ir.Value) -> ir.Val
 
 def exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     ty = x.type
-    hi = b.fcmp_ordered(">", x, _c(ty, 88.72283))
-    lo = b.fcmp_ordered("<", x, _c(ty, -87.33654))
-    xc = _select(b, hi, _c(ty, 88.72283), _select(b, lo, _c(ty, -87.33654), x))
-    k = _intrinsic(b, "llvm.roundeven", _fmul(b, xc, _c(ty, 1.4426950408889634)))
-    r = _fsub(b, _fsub(b, xc, _fmul(b, k, _c(ty, 0.693359375))),
-              _fmul(b, k, _c(ty, -2.12194440e-4)))
+    hi = b.fcmp_ordered(">", x, constant(ty, 88.72283))
+    lo = b.fcmp_ordered("<", x, constant(ty, -87.33654))
+    xc = _select(b, hi, constant(ty, 88.72283), _select(b, lo, constant(ty, -87.33654), x))
+    k = _intrinsic(b, "llvm.roundeven", _fmul(b, xc, constant(ty, 1.4426950408889634)))
+    r = _fsub(b, _fsub(b, xc, _fmul(b, k, constant(ty, 0.693359375))),
+              _fmul(b, k, constant(ty, -2.12194440e-4)))
     p = _poly(b, r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
                      1.6666665459e-1, 5.0000001201e-1])
     r2 = _fmul(b, r, r)
-    y = _fadd(b, _fadd(b, _fmul(b, p, r2), r), _c(ty, 1.0))
+    y = _fadd(b, _fadd(b, _fmul(b, p, r2), r), constant(ty, 1.0))
     # 2^k as 2^(k>>1) * 2^(k - (k>>1)): each factor's exponent stays representable at
     # both ends of the range (k runs from -126 to 128).
     ity = _int_type(ty)
     ki = b.fptosi(k, ity)
-    k1 = b.ashr(ki, _c(ity, 1))
+    k1 = b.ashr(ki, constant(ity, 1))
     k2 = b.sub(ki, k1)
-    s1 = b.bitcast(b.shl(b.add(k1, _c(ity, 127)), _c(ity, 23)), ty)
-    s2 = b.bitcast(b.shl(b.add(k2, _c(ity, 127)), _c(ity, 23)), ty)
+    s1 = b.bitcast(b.shl(b.add(k1, constant(ity, 127)), constant(ity, 23)), ty)
+    s2 = b.bitcast(b.shl(b.add(k2, constant(ity, 127)), constant(ity, 23)), ty)
     out = _fmul(b, _fmul(b, y, s1), s2)
-    out = _select(b, hi, _c(ty, float("inf")), out)
-    out = _select(b, lo, _c(ty, 0.0), out)
+    out = _select(b, hi, constant(ty, float("inf")), out)
+    out = _select(b, lo, constant(ty, 0.0), out)
     return _select(b, b.fcmp_unordered("uno", x, x), x, out)  # NaN stays NaN
 
 
@@ -108,9 +106,9 @@ ERF_Q = [0.0009560456367998302, 0.014353250910135203, 0.11499862897771822,
 
 def erf_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     ty = x.type
-    hi = b.fcmp_ordered(">", x, _c(ty, ERF_CLAMP))
-    lo = b.fcmp_ordered("<", x, _c(ty, -ERF_CLAMP))
-    xc = _select(b, hi, _c(ty, ERF_CLAMP), _select(b, lo, _c(ty, -ERF_CLAMP), x))
+    hi = b.fcmp_ordered(">", x, constant(ty, ERF_CLAMP))
+    lo = b.fcmp_ordered("<", x, constant(ty, -ERF_CLAMP))
+    xc = _select(b, hi, constant(ty, ERF_CLAMP), _select(b, lo, constant(ty, -ERF_CLAMP), x))
     t = _fmul(b, xc, xc)
     return _fdiv(b, _fmul(b, xc, _poly(b, t, ERF_P)), _poly(b, t, ERF_Q))
 
@@ -118,14 +116,15 @@ def erf_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 def tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     ty = x.type
     ax = _intrinsic(b, "llvm.fabs", x)
-    e = exp_f32(b, _fmul(b, ax, _c(ty, 2.0)))
-    mag = _fsub(b, _c(ty, 1.0), _fdiv(b, _c(ty, 2.0), _fadd(b, e, _c(ty, 1.0))))
-    signed = _select(b, b.fcmp_ordered("<", x, _c(ty, 0.0)), _fsub(b, _c(ty, 0.0), mag), mag)
+    e = exp_f32(b, _fmul(b, ax, constant(ty, 2.0)))
+    mag = _fsub(b, constant(ty, 1.0), _fdiv(b, constant(ty, 2.0), _fadd(b, e, constant(ty, 1.0))))
+    negative = b.fcmp_ordered("<", x, constant(ty, 0.0))
+    signed = _select(b, negative, _fsub(b, constant(ty, 0.0), mag), mag)
     # Near 0 the formula cancels: the odd Taylor series is exact to float32 below 0.3.
     x2 = _fmul(b, x, x)
     series = _fmul(b, x, _poly(b, x2, [-1382 / 155925, 62 / 2835, -17 / 315, 2 / 15, -1 / 3,
                                      1.0]))
-    return _select(b, b.fcmp_ordered("<", ax, _c(ty, 0.3)), series, signed)
+    return _select(b, b.fcmp_ordered("<", ax, constant(ty, 0.3)), series, signed)
 
 
 INLINE_F32 = {"exp": exp_f32, "erf": erf_f32, "tanh": tanh_f32}

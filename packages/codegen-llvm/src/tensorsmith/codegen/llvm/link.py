@@ -60,7 +60,7 @@ def runtime_objects(cc: str, csrc: Path, include: str) -> dict[str, bytes]:
     return _RUNTIME_OBJECTS[key]
 
 
-def link_shared(kernels_obj: bytes, plan_c: str, params: bytes, out_path: Path) -> None:
+def link_shared(kernel_objects: list[bytes], plan_c: str, params: bytes, out_path: Path) -> None:
     from tensorsmith.runtime import get_include
 
     cc = find_cc()
@@ -70,14 +70,16 @@ def link_shared(kernels_obj: bytes, plan_c: str, params: bytes, out_path: Path) 
         d = Path(tmp)
         for name, data in runtime.items():
             (d / name).write_bytes(data)
-        (d / "kernels.o").write_bytes(kernels_obj)
+        kernels = [f"kernels{i}.o" for i in range(len(kernel_objects))]
+        for name, data in zip(kernels, kernel_objects, strict=True):
+            (d / name).write_bytes(data)
         (d / "plan.c").write_text(plan_c)
         (d / "params.bin").write_bytes(params)
         from .plan_c import PARAMS_ASM
 
         (d / "params.S").write_text(PARAMS_ASM)
         cmd = [cc, *CFLAGS, "-shared", "-I", str(csrc), "-I", get_include(), "plan.c",
-               *sorted(runtime), "kernels.o", "params.S", "-o", "model.so", "-lpthread", "-lm"]
+               *sorted(runtime), *kernels, "params.S", "-o", "model.so", "-lpthread", "-lm"]
         result = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"linking the artifact failed ({' '.join(cmd)}):\n"

@@ -16,6 +16,7 @@ from llvmlite import ir
 from tensorsmith.ir.te.expr import Binary, Const, Expr, Load, Var, const
 from tensorsmith.ir.te.visit import free_vars, substitute
 
+from .constants import vector
 from .vectorize import PTR, _elem, _elem_bytes
 
 if TYPE_CHECKING:
@@ -69,11 +70,11 @@ def load_offsets(v: VectorEmitter, e: Load, rest: Expr, offsets: list[int]) -> i
     lane_of: dict[int, int] = {}  # span element -> the first lane reading it
     for lane, off in enumerate(offsets):
         lane_of.setdefault(off - first, lane)
-    used = ir.Constant(ir.VectorType(i1, span), [int(j in lane_of) for j in range(span)])
+    used = vector(ir.VectorType(i1, span), [int(j in lane_of) for j in range(span)])
     mask = getattr(v, "mask", None)
     wide_mask: ir.Value = used
     if mask is not None:  # element j is read when the lane it feeds is active
-        spread = b.shuffle_vector(mask, ir.Constant(mask.type, None), ir.Constant(
+        spread = b.shuffle_vector(mask, ir.Constant(mask.type, None), vector(
             ir.VectorType(i32, span), [lane_of.get(j, v.lanes) for j in range(span)]))
         wide_mask = b.and_(spread, used)
     em.vars[id(v.var)] = ir.Constant(ir.IntType(64), 0)
@@ -83,5 +84,5 @@ def load_offsets(v: VectorEmitter, e: Load, rest: Expr, offsets: list[int]) -> i
                    lanes=span)
     wide = b.call(fn, [addr, ir.Constant(i32, _elem_bytes(buf.dtype)), wide_mask,  # type: ignore[union-attr]
                        ir.Constant(wty, ir.Undefined)])
-    return b.shuffle_vector(wide, ir.Constant(wty, ir.Undefined), ir.Constant(
+    return b.shuffle_vector(wide, ir.Constant(wty, ir.Undefined), vector(
         ir.VectorType(i32, v.lanes), [off - first for off in offsets]))

@@ -34,12 +34,20 @@ def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
     pb.getModulePassManager().run(mod, pb)
 
 
-def compile_to_object(llvm_ir: str, cpu: str = "", features: str = "") -> bytes:
-    """Parse, verify, optimise and emit an ELF object for textual LLVM IR."""
+def compile_modules(modules: list[str], cpu: str = "", features: str = "") -> bytes:
+    """Parse and verify each textual LLVM module, link them into one, optimise it and
+    emit an ELF object."""
     tm = target_machine(cpu, features)
-    mod = llvm.parse_assembly(llvm_ir)
-    mod.triple = tm.triple
-    mod.data_layout = str(tm.target_data)
-    mod.verify()
-    optimize(mod, tm)
-    return tm.emit_object(mod)
+    linked = None
+    for text in modules:
+        mod = llvm.parse_assembly(text)
+        mod.triple = tm.triple
+        mod.data_layout = str(tm.target_data)
+        mod.verify()
+        if linked is None:
+            linked = mod
+        else:
+            linked.link_in(mod)
+    assert linked is not None, "no modules to compile"
+    optimize(linked, tm)
+    return tm.emit_object(linked)

@@ -17,6 +17,8 @@ from tensorsmith.ir.te.expr import Binary, Call, Cast, Const, Expr, Load, Select
 from tensorsmith.ir.te.stmt import For, IfThenElse, Seq, Stmt, Store
 from tensorsmith.ir.te.visit import free_vars
 
+from .constants import vector
+
 if TYPE_CHECKING:
     from .emit import KernelEmitter
 
@@ -47,18 +49,25 @@ def stride_of(e: Expr, var: Var) -> int | None:
     return 0 if all(v is not var for v in free_vars(e)) else None
 
 
-def _stores(s: Stmt) -> list[Store] | None:
+def _stores(s: Stmt, var: Var) -> list[Store] | None:
+    """The stores of a body made of stores, sequences and branches whose condition is the
+    same for every lane (a Concat's choice of input per row), or None for other bodies."""
     if isinstance(s, Store):
         return [s]
+    parts: list[Stmt]
     if isinstance(s, Seq):
-        out: list[Store] = []
-        for x in s.stmts:
-            got = _stores(x)
-            if got is None:
-                return None
-            out += got
-        return out
-    return None
+        parts = list(s.stmts)
+    elif isinstance(s, IfThenElse) and all(v is not var for v in free_vars(s.cond)):
+        parts = [s.then] if s.otherwise is None else [s.then, s.otherwise]
+    else:
+        return None
+    out: list[Store] = []
+    for x in parts:
+        got = _stores(x, var)
+        if got is None:
+            return None
+        out += got
+    return out
 
 
 def try_vectorize(em: KernelEmitter, b: ir.IRBuilder, loop: For) -> bool:
@@ -66,7 +75,7 @@ def try_vectorize(em: KernelEmitter, b: ir.IRBuilder, loop: For) -> bool:
     body, cond = loop.body, None
     if isinstance(body, IfThenElse) and body.otherwise is None:
         body, cond = body.then, body.cond
-    stores = _stores(body)
+    stores = _stores(body, loop.var)
     if not stores or loop.extent < 2 or loop.extent > 64:
         return False
     if any(stride_of(s.index, loop.var) != 1 for s in stores):
@@ -76,7 +85,7 @@ def try_vectorize(em: KernelEmitter, b: ir.IRBuilder, loop: For) -> bool:
         # LLVM seconds per kernel (64 lanes x large index arithmetic); as a plain loop it
         # compiles in a fraction of that and LLVM's vectorizer still decides on SIMD.
         return False
-    VectorEmitter(em, b, loop.var, loop.extent).emit(stores, cond)
+    VectorEmitter(em, b, loop.var, loop.extent).emit(body, cond)
     return True
 
 
@@ -98,7 +107,7 @@ class VectorEmitter:
     def __init__(self, em: KernelEmitter, b: ir.IRBuilder, var: Var, lanes: int) -> None:
         self.em, self.b, self.var, self.lanes = em, b, var, lanes
 
-    def emit(self, stores: list[Store], cond: Expr | None = None) -> None:
+    def emit(self, body: Stmt, cond: Expr | None = None) -> None:
         b = self.b
         self.mask = None
         if cond is not None:
@@ -114,42 +123,62 @@ class VectorEmitter:
                                        ir.Constant(ir.IntType(64), self.lanes))
                 with b.if_else(full) as (whole, part):
                     with whole:
-                        self.emit(stores)
+                        self.emit(body)
                     with part:
                         self.mask = lanes_mask(self, start, stop)
-                        self._stores(stores)
+                        self.body(body)
                 return
             m = self.expr(cond)
             if not isinstance(m.type, ir.VectorType):  # invariant guard: a plain branch
                 with b.if_then(self.em._as_bool(b, m)):
-                    self.emit(stores)
+                    self.emit(body)
                 return
             self.mask = self.em._as_bool(b, m)
-        self._stores(stores)
+        self.body(body)
 
-    def _stores(self, stores: list[Store]) -> None:
+    def body(self, s: Stmt) -> None:
+        """Vector stores, with lane-invariant branches (see :func:`_stores`) as branches."""
+        b = self.b
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                self.body(x)
+        elif isinstance(s, IfThenElse):
+            taken = self.em._as_bool(b, self.em.expr(b, s.cond))
+            if s.otherwise is None:
+                with b.if_then(taken):
+                    self.body(s.then)
+            else:
+                with b.if_else(taken) as (then, otherwise):
+                    with then:
+                        self.body(s.then)
+                    with otherwise:
+                        self.body(s.otherwise)
+        else:
+            assert isinstance(s, Store)
+            self.store(s)
+
+    def store(self, s: Store) -> None:
         b = self.b
         zero = ir.Constant(ir.IntType(64), 0)
-        for s in stores:
-            value = self.expr(s.value)
-            if s.buffer.dtype == "bool":  # i1 in registers, one byte in memory
-                value = self.em._as_bool(b, value)
-                wide = isinstance(value.type, ir.VectorType)
-                value = b.zext(value, ir.VectorType(ir.IntType(8), self.lanes) if wide
-                               else ir.IntType(8))
-            vty = ir.VectorType(_elem(s.buffer.dtype), self.lanes)
-            value = self.splat(value, vty)
-            self.em.vars[id(self.var)] = zero
-            base = self.em._address(b, s.buffer, s.index)
-            align = _elem_bytes(s.buffer.dtype)
-            # Local tiles span whole blocks: their tail lanes are scratch, so they take
-            # plain stores (which keep the tile in registers) even under a mask.
-            if self.mask is None or s.buffer.scope == "local":
-                b.store(value, b.bitcast(base, vty.as_pointer()), align=align)
-            else:
-                fn = self._masked("store", vty, ir.FunctionType(
-                    ir.VoidType(), [vty, PTR, ir.IntType(32), self.mask.type]))
-                b.call(fn, [value, base, ir.Constant(ir.IntType(32), align), self.mask])
+        value = self.expr(s.value)
+        if s.buffer.dtype == "bool":  # i1 in registers, one byte in memory
+            value = self.em._as_bool(b, value)
+            wide = isinstance(value.type, ir.VectorType)
+            value = b.zext(value, ir.VectorType(ir.IntType(8), self.lanes) if wide
+                           else ir.IntType(8))
+        vty = ir.VectorType(_elem(s.buffer.dtype), self.lanes)
+        value = self.splat(value, vty)
+        self.em.vars[id(self.var)] = zero
+        base = self.em._address(b, s.buffer, s.index)
+        align = _elem_bytes(s.buffer.dtype)
+        # Local tiles span whole blocks: their tail lanes are scratch, so they take
+        # plain stores (which keep the tile in registers) even under a mask.
+        if self.mask is None or s.buffer.scope == "local":
+            b.store(value, b.bitcast(base, vty.as_pointer()), align=align)
+        else:
+            fn = self._masked("store", vty, ir.FunctionType(
+                ir.VoidType(), [vty, PTR, ir.IntType(32), self.mask.type]))
+            b.call(fn, [value, base, ir.Constant(ir.IntType(32), align), self.mask])
 
     def _masked(self, op: str, vty: ir.VectorType, fnty: ir.FunctionType,
                 lanes: int | None = None) -> ir.Function:
@@ -169,7 +198,7 @@ class VectorEmitter:
             return v
         undef = ir.Constant(vty, ir.Undefined)
         one = self.b.insert_element(undef, v, ir.Constant(ir.IntType(32), 0))
-        mask = ir.Constant(ir.VectorType(ir.IntType(32), self.lanes), [0] * self.lanes)
+        mask = vector(ir.VectorType(ir.IntType(32), self.lanes), [0] * self.lanes)
         return self.b.shuffle_vector(one, undef, mask)
 
     def expr(self, e: Expr) -> ir.Value:
@@ -178,7 +207,7 @@ class VectorEmitter:
         if all(v is not self.var for v in free_vars(e)):
             return self.em.expr(b, e)
         if isinstance(e, Var):
-            return ir.Constant(ir.VectorType(ir.IntType(64), self.lanes), list(range(self.lanes)))
+            return vector(ir.VectorType(ir.IntType(64), self.lanes), range(self.lanes))
         if isinstance(e, Load):
             buf = e.buffer
             if stride_of(e.indices[0], self.var) == 1 and buf.dtype != "bool":  # type: ignore[union-attr]
@@ -252,8 +281,8 @@ class VectorEmitter:
             wty, [PTR, ir.IntType(32), mty, wty]), lanes=wide_lanes)
         wide = b.call(fn, [addr, ir.Constant(ir.IntType(32), _elem_bytes(buf.dtype)),  # type: ignore[union-attr]
                            wide_mask, ir.Constant(wty, ir.Undefined)])
-        pick = ir.Constant(ir.VectorType(ir.IntType(32), self.lanes),
-                           [j * step for j in range(self.lanes)])
+        pick = vector(ir.VectorType(ir.IntType(32), self.lanes),
+                      [j * step for j in range(self.lanes)])
         return b.shuffle_vector(wide, ir.Constant(wty, ir.Undefined), pick)
 
     def per_node(self, e: Expr) -> ir.Value:
