@@ -63,7 +63,10 @@ def chunks(funcs: list[PrimFunc], jobs: int) -> list[list[PrimFunc]]:
 
 def compile_objects(funcs: list[PrimFunc], cpu: str = "", features: str = "",
                     jobs: int | None = None) -> list[bytes]:
-    """One ELF object per chunk of ``funcs`` (see :func:`chunks`), all chunks at once."""
+    """One ELF object per chunk of ``funcs`` (see :func:`chunks`), all chunks at once;
+    none for a model without kernels (all its ops are reshapes)."""
+    if not funcs:
+        return []
     parts = chunks(funcs, default_jobs() if jobs is None else jobs)
     with ThreadPoolExecutor(max(1, len(parts) - 1)) as pool:
         workers = [pool.submit(_in_worker, part, cpu, features) for part in parts[1:]]
