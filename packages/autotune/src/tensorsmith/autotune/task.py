@@ -69,7 +69,7 @@ def extract_tasks(mod: Graph, params: Mapping[str, np.ndarray] | None = None,
                   target: str | Target = "llvm", opt_level: int = 2) -> list[Task]:
     """One :class:`Task` per distinct workload of ``mod``, in first-occurrence order."""
     tgt = Target.parse(target)
-    _, groups, _ = fused_groups(mod, params, opt_level)
+    _, groups, _ = fused_groups(mod, params, opt_level, target=tgt)
     tasks: dict[str, Task] = {}
     for g in groups:
         key = workload_key(g)

@@ -23,7 +23,15 @@ from .errors import ModelError
 from .graph import Graph, Node, Value
 from .lowering import lower_group, workload_key
 from .module import CompiledModule
-from .passes import FusedGroup, default_pipeline, fuse_ops, plan_memory
+from .passes import (
+    ConcatViews,
+    FusedGroup,
+    View,
+    concat_views,
+    default_pipeline,
+    fuse_ops,
+    plan_memory,
+)
 from .passes.memory_plan import ALIGN
 from .records import load_best_steps
 from .schedules import default_schedule
@@ -38,14 +46,14 @@ def build(mod: Graph, target: str | Target = "llvm", params: Mapping[str, np.nda
     tgt = Target.parse(target)
     codegen = get_codegen(tgt)  # fail before any work when the target is not installed
     timings: list[tuple[str, float]] = []
-    graph, groups, aliases = fused_groups(mod, params, opt_level, dump, timings)
+    graph, groups, homes = fused_groups(mod, params, opt_level, dump, timings, tgt)
     start = time.perf_counter()
     schedule = default_schedule(tgt)
     tuned = load_best_steps(records, tgt) if records is not None else {}
     step_funcs = _lower_once_per_workload(groups, schedule, tuned)
     funcs = list({id(f): f for f in step_funcs}.values())
     timings.append(("lower", time.perf_counter() - start))
-    plan, blob = _make_plan(graph, groups, step_funcs, tgt, aliases)
+    plan, blob = _make_plan(graph, groups, step_funcs, tgt, homes)
     start = time.perf_counter()
     kernels = codegen(funcs, tgt)
     timings.append(("codegen", time.perf_counter() - start))
@@ -81,10 +89,12 @@ def _lower_once_per_workload(groups: list[FusedGroup], schedule: Callable[..., A
 def fused_groups(mod: Graph, params: Mapping[str, np.ndarray] | None = None, opt_level: int = 2,
                  dump: Callable[[str, str], None] | None = None,
                  timings: list[tuple[str, float]] | None = None,
-                 ) -> tuple[Graph, list[FusedGroup], dict[int, Value]]:
-    """The optimized graph, its kernel groups and reshape aliases, exactly as ``build``
-    lowers them: the auto-tuner extracts its tasks here, so the workloads it tunes are
-    the ones ``build`` looks up in the records."""
+                 target: str | Target | None = None,
+                 ) -> tuple[Graph, list[FusedGroup], dict[int, View]]:
+    """The optimized graph, its kernel groups and where the values that share another's
+    bytes live (reshapes, Concats in place: value uid -> View), exactly as ``build``
+    lowers them for ``target``: the auto-tuner extracts its tasks here, so the workloads
+    it tunes are the ones ``build`` looks up in the records."""
     graph = _bind_params(mod.copy(), params or {})
     _copy_passthrough_outputs(graph)
     pm = default_pipeline(opt_level)
@@ -92,10 +102,17 @@ def fused_groups(mod: Graph, params: Mapping[str, np.ndarray] | None = None, opt
     graph = pm.run(graph)
     if timings is not None:
         timings += pm.timings
-    groups = fuse_ops(graph, enabled=opt_level >= 1)
-    aliases = _reshape_aliases(groups) if opt_level >= 1 else {}
-    groups = [g for g in groups if not _is_alias_group(g, aliases)]
-    return graph, groups, aliases
+    # the CPU runtime places every plan buffer by its offset in one workspace; others
+    # (OpenCL) give each its own memory, so only there can a value live inside another
+    in_place = opt_level >= 1 and target is not None and Target.parse(target).family == "cpu"
+    views = concat_views(graph) if in_place else ConcatViews()
+    groups = fuse_ops(graph, enabled=opt_level >= 1, standalone=views.nodes)
+    homes = dict(views.views)
+    if opt_level >= 1:
+        for uid, src in _reshape_aliases(groups).items():
+            homes[uid] = homes.get(src.uid, View(src, 0))
+    groups = [g for g in groups if not _moves_no_data(g, homes, views)]
+    return graph, groups, homes
 
 
 def _bind_params(graph: Graph, params: Mapping[str, np.ndarray]) -> Graph:
@@ -141,8 +158,12 @@ def _reshape_aliases(groups: list[Any]) -> dict[int, Value]:
     return aliases
 
 
-def _is_alias_group(g: Any, aliases: dict[int, Value]) -> bool:
-    return len(g.outputs) == 1 and g.outputs[0].uid in aliases
+def _moves_no_data(g: Any, homes: dict[int, View], views: ConcatViews) -> bool:
+    """A group that needs no kernel: reshapes of a value, or a Concat in place."""
+    if len(g.nodes) == 1 and id(g.nodes[0]) in views.nodes:
+        return True
+    return len(g.outputs) == 1 and g.outputs[0].uid in homes and all(
+        n.op == "reshape" for n in g.nodes)
 
 
 def _weight_layouts(graph: Graph, groups: list[Any], funcs: list[PrimFunc]
@@ -172,10 +193,11 @@ def _layout_key(layout: dict[str, Any]) -> str:
 
 
 def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Target,
-               aliases: dict[int, Value]) -> tuple[dict[str, Any], bytes]:
-    """``funcs[i]`` is the kernel step ``i`` calls (steps may share one)."""
-    def canon(v: Value) -> int:
-        return aliases[v.uid].uid if v.uid in aliases else v.uid
+               homes: dict[int, View]) -> tuple[dict[str, Any], bytes]:
+    """``funcs[i]`` is the kernel step ``i`` calls (steps may share one); ``homes`` says
+    which values live in another's bytes (:func:`fused_groups`)."""
+    def root(v: Value) -> int:
+        return homes[v.uid].root.uid if v.uid in homes else v.uid
 
     buffers: list[dict[str, Any]] = []
     buffer_of: dict[Any, int] = {}
@@ -194,7 +216,8 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
         chunks.append(raw + b"\0" * pad)
         offset += len(raw) + pad
     blob = b"".join(chunks)
-    # Workspace: inputs (pinned), group outputs and kernel scratch, by lifetime.
+    # Workspace: inputs (pinned), group outputs and kernel scratch, by lifetime. A value
+    # that lives in another's bytes extends that one's lifetime instead of having its own.
     sizes: dict[Any, int] = {}
     first: dict[Any, int] = {}
     last: dict[Any, int] = {}
@@ -203,32 +226,48 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
         sizes[v.uid], first[v.uid], last[v.uid] = v.nbytes, -1, end
     for step, (g, f) in enumerate(zip(groups, funcs)):
         for v in g.outputs:
-            sizes[v.uid], first[v.uid], last[v.uid] = v.nbytes, step, step
+            key = root(v)
+            sizes[key] = homes[v.uid].root.nbytes if v.uid in homes else v.nbytes
+            first[key] = min(first.get(key, step), step)
+            last[key] = max(last.get(key, step), step)
         for k, buf in enumerate(f.scratch):
             key = ("scratch", step, k)
             sizes[key], first[key], last[key] = buf.nbytes, step, step
         for v in g.inputs:
-            if canon(v) in last:
-                last[canon(v)] = max(last[canon(v)], step)
+            if root(v) in last:
+                last[root(v)] = max(last[root(v)], step)
     for v in graph.outputs:
-        if canon(v) in last:
-            last[canon(v)] = end
+        if root(v) in last:
+            last[root(v)] = end
     mem = plan_memory(sizes, first, last, pinned={v.uid for v in graph.inputs})
     for planned, off in mem.offsets.items():
         buffer_of[planned] = len(buffers)
         buffers.append({"kind": "workspace", "offset": off, "nbytes": sizes[planned]})
+
+    def buffer(v: Value) -> int:
+        """The plan buffer of ``v``: its root's, or a range of it where ``v`` is a part."""
+        home = homes.get(v.uid)
+        if home is None or (home.offset == 0 and v.nbytes == sizes.get(home.root.uid)):
+            return buffer_of[root(v)]
+        key = ("part", home.root.uid, home.offset, v.nbytes)
+        if key not in buffer_of:
+            buffer_of[key] = len(buffers)
+            buffers.append({"kind": "workspace", "nbytes": v.nbytes,
+                            "offset": mem.offsets[home.root.uid] + home.offset})
+        return buffer_of[key]
+
     steps = []
     for step, (g, f) in enumerate(zip(groups, funcs)):
         layouts = f.attrs.get("layouts", {})
-        args = [buffer_of[(v.uid, _layout_key(layouts[i])) if i in layouts else canon(v)]
-                for i, v in enumerate(g.inputs)] + [buffer_of[canon(v)] for v in g.outputs]
+        args = [buffer_of[(v.uid, _layout_key(layouts[i]))] if i in layouts else buffer(v)
+                for i, v in enumerate(g.inputs)] + [buffer(v) for v in g.outputs]
         args += [buffer_of[("scratch", step, k)] for k in range(len(f.scratch))]
         steps.append({"kernel": f.name, "name": g.name, "args": args,
                       "nodes": [n.name for n in g.nodes]})
 
     def io(v: Value) -> dict[str, Any]:
         return {"name": v.name, "shape": list(v.shape), "dtype": v.dtype,
-                "buffer": buffer_of[canon(v)]}
+                "buffer": buffer(v)}
 
     plan = {
         "target": str(tgt),

@@ -8,13 +8,16 @@ Rules by fusion pattern (the ops' ``Pattern``), applied in topological order:
   inlinable; after one it would force the anchor's result through scratch memory twice);
 - a reduction joins such a group when the group is elementwise/injective only
   (prologues: exp -> sum);
-- opaque ops and out-elementwise-fusable anchors (matmul, conv) start their own group.
+- opaque ops and out-elementwise-fusable anchors (matmul, conv) start their own group;
+- ``standalone`` nodes (Concats done in place, see concat_views.py) are a group of their
+  own that nothing joins.
 Joining only producers whose outputs have no other consumer guarantees the groups form
 a DAG; they are returned in an order that runs each after the groups it reads.
 """
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ..graph import Graph, Node, Value
@@ -50,7 +53,10 @@ def _can_join(node_pattern: Pattern, group_pattern: Pattern) -> bool:
     return False
 
 
-def fuse_ops(graph: Graph, enabled: bool = True) -> list[FusedGroup]:
+def fuse_ops(graph: Graph, enabled: bool = True,
+             standalone: AbstractSet[int] = frozenset()) -> list[FusedGroup]:
+    """The groups of ``graph``'s nodes; ``standalone`` holds ``id()`` of nodes that must
+    stay alone."""
     consumers = graph.consumers()
     output_ids = {v.uid for v in graph.outputs}
     group_of: dict[int, FusedGroup] = {}  # node id -> group
@@ -58,9 +64,9 @@ def fuse_ops(graph: Graph, enabled: bool = True) -> list[FusedGroup]:
     for node in graph.nodes:
         target = None
         pattern = get_op(node.op).pattern
-        if enabled:
+        if enabled and id(node) not in standalone:
             for v in node.inputs:
-                if v.producer is None or v.is_constant:
+                if v.producer is None or v.is_constant or id(v.producer) in standalone:
                     continue
                 g = group_of.get(id(v.producer))
                 if g is None or not _can_join(pattern, g.pattern):

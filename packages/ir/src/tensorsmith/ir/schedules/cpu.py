@@ -579,9 +579,13 @@ def packable_weight(st: Stage, constants: frozenset[str]) -> str | None:
 
 
 def select_rows(st: Stage, s: Schedule) -> int:
-    """How many leading axes of an elementwise stage the conditions of its selects (its
-    own and those of the stages inlined into it) depend on, when that leaves trailing
-    axes worth a vector loop; else 0."""
+    """How many leading axes of an elementwise stage the conditions of its selects, or
+    the reads of its broadcast operands, depend on (its own and those of the stages
+    inlined into it), when that leaves trailing axes worth a vector loop; else 0.
+
+    By rows, such a condition or read is one scalar per row. Flattened into one vector
+    loop, a per-channel scale (a batch norm after a DenseNet Concat) is a division of the
+    flat index per lane and a gather: slow to run, and a second per kernel for LLVM."""
     op = st.tensor.op
     assert op is not None
     axes = [a.var for a in op.axes]
@@ -600,13 +604,18 @@ def select_rows(st: Stage, s: Schedule) -> int:
 
         return rewrite(e, visit)
 
+    def deepest_axis(*exprs: Expr) -> int:
+        used = {id(v) for e in exprs for v in free_vars(e)}
+        return max((k for k, a in enumerate(axes) if id(a) in used), default=-1)
+
     deepest = -1
     for e in walk(expand(op.body)):
         if isinstance(e, Select) and not any(isinstance(x, Load) for x in walk(e.cond)):
-            used = {id(v) for v in free_vars(e.cond)}
-            found = [k for k, a in enumerate(axes) if id(a) in used]
-            if found:
-                deepest = max(deepest, found[-1])
+            deepest = max(deepest, deepest_axis(e.cond))
+        elif isinstance(e, Load) and isinstance(e.buffer, Tensor):
+            reads = deepest_axis(*e.indices)
+            if reads < len(axes) - 1:  # constant along the last axis: a broadcast
+                deepest = max(deepest, reads)
     if deepest < 0 or deepest >= len(axes) - 1:
         return 0
     tail = math.prod(a.extent for a in op.axes[deepest + 1:])
