@@ -49,7 +49,9 @@ def module_text(func: PrimFunc) -> str:
 def chunks(funcs: list[PrimFunc], jobs: int) -> list[list[PrimFunc]]:
     """``funcs`` in at most ``jobs`` groups of about equal size (largest first, each to
     the lightest group; a kernel's size is its pickle's), in their order within a group."""
-    sizes = [len(pickle.dumps(f)) for f in funcs] if jobs > 1 and len(funcs) > 1 else []
+    if jobs < 2 or len(funcs) < 2:
+        return [funcs]
+    sizes = [len(pickle.dumps(f)) for f in funcs]
     if sum(sizes) < MIN_PARALLEL_BYTES:
         return [funcs]
     groups: list[list[int]] = [[] for _ in range(min(jobs, len(funcs)))]
