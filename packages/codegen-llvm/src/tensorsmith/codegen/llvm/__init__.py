@@ -52,7 +52,7 @@ class LLVMKernels:
         metadata = {**plan, "target": str(self.target)}
         with tempfile.TemporaryDirectory(prefix="tsm-export-") as tmp:
             so = Path(tmp) / "model.so"
-            link_shared(self.objects, plan_source(plan, metadata), params, so)
+            link_shared(lambda: self.objects, plan_source(plan, metadata), params, so)
             write_artifact(path, so.read_bytes(), {}, metadata)
 
 

@@ -13,6 +13,7 @@ import hashlib
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -60,8 +61,14 @@ def runtime_objects(cc: str, csrc: Path, include: str) -> dict[str, bytes]:
     return _RUNTIME_OBJECTS[key]
 
 
-def link_shared(kernel_objects: list[bytes], plan_c: str, params: bytes, out_path: Path) -> None:
+def link_shared(kernel_objects: Callable[[], list[bytes]], plan_c: str, params: bytes,
+                out_path: Path) -> None:
+    """Link the artifact's shared library at ``out_path``. The plan and the weights are
+    compiled while ``kernel_objects()`` compiles the kernels: assembling the weights
+    copies every byte of them (0.9 s for GPT-2's 420 MB on a Zen 1 host)."""
     from tensorsmith.runtime import get_include
+
+    from .plan_c import PARAMS_ASM
 
     cc = find_cc()
     csrc = csrc_dir()
@@ -70,18 +77,26 @@ def link_shared(kernel_objects: list[bytes], plan_c: str, params: bytes, out_pat
         d = Path(tmp)
         for name, data in runtime.items():
             (d / name).write_bytes(data)
-        kernels = [f"kernels{i}.o" for i in range(len(kernel_objects))]
-        for name, data in zip(kernels, kernel_objects, strict=True):
-            (d / name).write_bytes(data)
         (d / "plan.c").write_text(plan_c)
         (d / "params.bin").write_bytes(params)
-        from .plan_c import PARAMS_ASM
-
         (d / "params.S").write_text(PARAMS_ASM)
-        cmd = [cc, *CFLAGS, "-shared", "-I", str(csrc), "-I", get_include(), "plan.c",
-               *sorted(runtime), *kernels, "params.S", "-o", "model.so", "-lpthread", "-lm"]
+        compile_cmd = [cc, *CFLAGS, "-I", str(csrc), "-I", get_include(), "-c", "plan.c",
+                       "params.S"]
+        with subprocess.Popen(compile_cmd, cwd=d, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True) as compiling:
+            objects = kernel_objects()
+            _, errors = compiling.communicate()
+        _check(compiling.returncode, compile_cmd, errors)
+        kernels = [f"kernels{i}.o" for i in range(len(objects))]
+        for name, data in zip(kernels, objects, strict=True):
+            (d / name).write_bytes(data)
+        cmd = [cc, *CFLAGS, "-shared", "plan.o", *sorted(runtime), *kernels, "params.o", "-o",
+               "model.so", "-lpthread", "-lm"]
         result = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise RuntimeError(f"linking the artifact failed ({' '.join(cmd)}):\n"
-                               f"{result.stderr[-4000:]}")
+        _check(result.returncode, cmd, result.stderr)
         shutil.copyfile(d / "model.so", out_path)
+
+
+def _check(returncode: int, cmd: list[str], errors: str) -> None:
+    if returncode != 0:
+        raise RuntimeError(f"linking the artifact failed ({' '.join(cmd)}):\n{errors[-4000:]}")
