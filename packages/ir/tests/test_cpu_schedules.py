@@ -94,6 +94,16 @@ def test_depthwise_tile_is_rows_of_one_channel(resources: CpuResources, stride: 
     assert rows > 1
 
 
+@pytest.mark.parametrize(("height", "rows"), [(14, 7), (28, 10), (56, 12)])
+def test_depthwise_tiles_share_the_rows_evenly(height: int, rows: int) -> None:
+    """A 5x5 depthwise tile may take 12 rows on AVX2; 14 rows are then two tiles of 7,
+    not 12 and a clamped tile of 12 that keeps 2 (EfficientNet's 14x14 layers)."""
+    func = check("conv2d", [(1, 2, height, 9), (2, 1, 5, 5)],
+                 {"pads": [2, 2, 2, 2], "groups": 2}, AVX2)
+    tile = [s for s in walk_stmts(func.body) if isinstance(s, For) and s.kind == "unrolled"]
+    assert tile[0].extent == rows
+
+
 @pytest.mark.parametrize(("op", "attrs"), [
     ("pool2d", {"kernel": [3, 3], "mode": "max", "strides": [2, 2], "pads": [1, 1, 1, 1]}),
     ("conv2d", {"groups": 3, "strides": [2, 2], "pads": [1, 1, 1, 1]})])

@@ -498,7 +498,11 @@ def depthwise_tile(resources: CpuResources, st: Stage) -> tuple[int, int]:
         taps if taps <= resources.vector_registers * 3 // 4 else 1
     free = resources.vector_registers - kept - DEPTHWISE_SPARE_REGISTERS
     whole = height <= free + DEPTHWISE_SPARE_REGISTERS
-    return vec, max(1, min(height if whole else free, MAX_TILE_ROWS))
+    rows = max(1, min(height if whole else free, MAX_TILE_ROWS))
+    # as many tiles as that takes, but rows shared evenly between them: 14 rows as 7 + 7,
+    # not 12 + a clamped tile of 12 that computes 2 (EfficientNet's 5x5 layers, 1.7x)
+    tiles = -(-height // rows)
+    return vec, -(-height // tiles)
 
 
 def interior_share(pad: Stage, reader: Stage, tile: tuple[int, int]) -> float:
