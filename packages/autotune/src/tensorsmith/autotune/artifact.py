@@ -2,19 +2,13 @@
 
 The plan has a single step: the kernel, its inputs (the group's inputs, weights
 included, all plain artifact inputs so the runner can feed them), outputs and scratch
-as workspace buffers. For llvm the C runtime linked into every artifact is compiled
-once per builder process and reused, so a candidate costs one LLVM compile and one
-small link instead of a full C build; other targets go through their codegen's own
-``export``.
+as workspace buffers. Every target goes through its codegen's own ``export`` (for llvm,
+the C runtime linked into every artifact is compiled once per builder process, so a
+candidate costs one LLVM compile and one small link).
 """
 
 from __future__ import annotations
 
-import atexit
-import functools
-import shutil
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -80,64 +74,5 @@ def export_candidate(task: Task, steps: list[Step] | None, path: str | Path) -> 
     tgt = Target.parse(task.target)
     func = lower_candidate(task, steps)
     plan = kernel_plan(func, task.name, tgt)
-    if tgt.kind == "llvm" and _fast_llvm_available():
-        _export_llvm(func, plan, tgt, Path(path))
-    else:
-        get_codegen(tgt)([func], tgt).export(str(path), plan, b"")
+    get_codegen(tgt)([func], tgt).export(str(path), plan, b"")
     return time.perf_counter() - start
-
-
-def _fast_llvm_available() -> bool:
-    try:
-        import tensorsmith.codegen.llvm.link  # noqa: F401
-        import tensorsmith.codegen.llvm.plan_c  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-@functools.cache
-def _runtime_objects() -> tuple[str, ...]:
-    """The artifact's C runtime, compiled once per process into a temporary folder."""
-    from tensorsmith.codegen.llvm.link import CFLAGS, csrc_dir, find_cc
-    from tensorsmith.runtime import get_include
-
-    cc, csrc = find_cc(), csrc_dir()
-    folder = Path(tempfile.mkdtemp(prefix="tsm-tune-rt-"))
-    atexit.register(shutil.rmtree, folder, True)
-    objects = []
-    for src in sorted(csrc.glob("*.c")):
-        obj = folder / (src.stem + ".o")
-        cmd = [cc, *CFLAGS, "-I", str(csrc), "-I", get_include(), "-c", str(src), "-o", str(obj)]
-        result = subprocess.run(cmd, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise RuntimeError(f"compiling {src.name} failed: {result.stderr[-2000:]}")
-        objects.append(str(obj))
-    return tuple(objects)
-
-
-def _export_llvm(func: PrimFunc, plan: dict[str, Any], tgt: Target, path: Path) -> None:
-    from tensorsmith.codegen.llvm import codegen
-    from tensorsmith.codegen.llvm.link import CFLAGS, csrc_dir, find_cc
-    from tensorsmith.codegen.llvm.plan_c import PARAMS_ASM, plan_source
-    from tensorsmith.runtime import get_include
-    from tensorsmith.runtime.artifact import write_artifact
-
-    objects = _runtime_objects()
-    metadata = {**plan, "target": str(tgt)}
-    kernels = codegen([func], tgt)
-    with tempfile.TemporaryDirectory(prefix="tsm-tune-link-") as tmp:
-        d = Path(tmp)
-        names = [f"kernels{i}.o" for i in range(len(kernels.objects))]
-        for name, data in zip(names, kernels.objects, strict=True):
-            (d / name).write_bytes(data)
-        (d / "plan.c").write_text(plan_source(plan, metadata))
-        (d / "params.bin").write_bytes(b"")
-        (d / "params.S").write_text(PARAMS_ASM)
-        cmd = [find_cc(), *CFLAGS, "-shared", "-I", str(csrc_dir()), "-I", get_include(),
-               "plan.c", *objects, *names, "params.S", "-o", "model.so", "-lpthread",
-               "-lm"]
-        result = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise RuntimeError(f"linking the candidate failed: {result.stderr[-2000:]}")
-        write_artifact(path, (d / "model.so").read_bytes(), {}, metadata)

@@ -49,18 +49,21 @@ def module_text(func: PrimFunc) -> str:
 def chunks(funcs: list[PrimFunc], jobs: int) -> list[list[PrimFunc]]:
     """``funcs`` in at most ``jobs`` groups of about equal size (largest first, each to
     the lightest group; a kernel's size is its pickle's), in their order within a group."""
-    if jobs < 2 or len(funcs) < 2:
-        return [funcs]
-    sizes = [len(pickle.dumps(f)) for f in funcs]
-    if sum(sizes) < MIN_PARALLEL_BYTES:
-        return [funcs]
-    groups: list[list[int]] = [[] for _ in range(min(jobs, len(funcs)))]
+    sizes = [len(pickle.dumps(f)) for f in funcs] if jobs > 1 else [0] * len(funcs)
+    return [[funcs[i] for i in part] for part in _chunks(sizes, jobs)]
+
+
+def _chunks(sizes: list[int], jobs: int) -> list[list[int]]:
+    """:func:`chunks` as indices, from the kernels' sizes."""
+    if jobs < 2 or len(sizes) < 2 or sum(sizes) < MIN_PARALLEL_BYTES:
+        return [list(range(len(sizes)))]
+    groups: list[list[int]] = [[] for _ in range(min(jobs, len(sizes)))]
     load = [0] * len(groups)
-    for i in sorted(range(len(funcs)), key=lambda i: -sizes[i]):
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
         lightest = load.index(min(load))
         groups[lightest].append(i)
         load[lightest] += sizes[i]
-    return [[funcs[i] for i in sorted(g)] for g in groups if g]
+    return [sorted(g) for g in groups if g]
 
 
 def compile_objects(funcs: list[PrimFunc], cpu: str = "", features: str = "",
@@ -69,10 +72,14 @@ def compile_objects(funcs: list[PrimFunc], cpu: str = "", features: str = "",
     none for a model without kernels (all its ops are reshapes)."""
     if not funcs:
         return []
-    parts = chunks(funcs, default_jobs() if jobs is None else jobs)
+    jobs = default_jobs() if jobs is None else jobs
+    # each kernel pickled once: its size balances the chunks, its bytes go to a worker
+    pickled = [pickle.dumps(f) for f in funcs] if jobs > 1 and len(funcs) > 1 else []
+    parts = _chunks([len(p) for p in pickled] or [0] * len(funcs), jobs)
     with ThreadPoolExecutor(max(1, len(parts) - 1)) as pool:
-        workers = [pool.submit(_in_worker, part, cpu, features) for part in parts[1:]]
-        first = _compile(parts[0], cpu, features)
+        workers = [pool.submit(_in_worker, [pickled[i] for i in part], cpu, features)
+                   for part in parts[1:]]
+        first = _compile([funcs[i] for i in parts[0]], cpu, features)
         return [first, *(w.result() for w in workers)]
 
 
@@ -82,8 +89,8 @@ def _compile(funcs: list[PrimFunc], cpu: str, features: str) -> bytes:
     return compile_modules([module_text(f) for f in funcs], cpu, features)
 
 
-def _in_worker(funcs: list[PrimFunc], cpu: str, features: str) -> bytes:
-    request = pickle.dumps({"funcs": funcs, "cpu": cpu, "features": features})
+def _in_worker(pickled: list[bytes], cpu: str, features: str) -> bytes:
+    request = pickle.dumps({"funcs": pickled, "cpu": cpu, "features": features})
     done = subprocess.run([sys.executable, "-m", __name__], input=request,
                           capture_output=True, check=False)
     if done.returncode != 0:
@@ -95,7 +102,8 @@ def _in_worker(funcs: list[PrimFunc], cpu: str, features: str) -> bytes:
 
 def _main() -> None:
     request = pickle.loads(sys.stdin.buffer.read())
-    sys.stdout.buffer.write(_compile(request["funcs"], request["cpu"], request["features"]))
+    funcs = [pickle.loads(f) for f in request["funcs"]]
+    sys.stdout.buffer.write(_compile(funcs, request["cpu"], request["features"]))
 
 
 if __name__ == "__main__":
