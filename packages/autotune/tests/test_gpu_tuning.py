@@ -25,19 +25,15 @@ from autotune_testing import (
 
 from tensorsmith.autotune.artifact import lower_candidate
 from tensorsmith.autotune.features import NUM_FEATURES, extract_features
-from tensorsmith.autotune.gpu_space import (
-    MAX_INVOCATIONS,
-    GpuSearchSpace,
-    space_for,
-)
 from tensorsmith.autotune.measure import BuildResult, LocalRunner
-from tensorsmith.autotune.space import SearchSpace, steps_key
+from tensorsmith.autotune.space import SearchSpace, space_for, steps_key
 from tensorsmith.autotune.task import Task, extract_tasks
 from tensorsmith.autotune.tuner import tune
 from tensorsmith.ir import GraphBuilder, build
 from tensorsmith.ir.graph import Graph
 from tensorsmith.ir.records import load_best_steps, read_records
-from tensorsmith.ir.schedules.gpu import schedule_gpu
+from tensorsmith.ir.schedules import schedule_gpu
+from tensorsmith.ir.schedules.gpu_gemm import MAX_INVOCATIONS
 from tensorsmith.ir.target import Target
 from tensorsmith.ir.te.lower import lower
 from tensorsmith.ir.te.schedule import Step, replay
@@ -69,15 +65,17 @@ TASKS = _tasks("vulkan")
 def test_space_follows_the_target() -> None:
     (cpu,) = extract_tasks(matmul(4, 5, 6))
     (gpu,) = extract_tasks(matmul(4, 5, 6), target="opencl")
-    assert type(space_for(cpu)) is SearchSpace and type(space_for(gpu)) is GpuSearchSpace
-    assert [sk.kind for sk in space_for(gpu).sketches] == ["gemm"]
+    # one space for every target: the knobs its rules ask for
+    assert {k.name for _, k in space_for(cpu).knobs} >= {"vec", "rows", "outer_order"}
+    assert {k.name for _, k in space_for(gpu).knobs} == {"ty", "tx", "ri", "rj", "kt",
+                                                          "prefetch"}
 
 
 @pytest.mark.parametrize("index", range(len(TASKS)), ids=[t.label for t in TASKS])
 def test_default_config_is_the_default_gpu_schedule(index: int) -> None:
     """The search starts from the schedule ``build`` uses without records."""
     task = TASKS[index]
-    space = GpuSearchSpace(task)
+    space = SearchSpace(task)
     default = steps_key(space.steps(space.default()))
     assert default == steps_key(schedule_gpu(task.compute()[1]).steps)
     assert default == steps_key(lower_candidate(task, None).attrs["steps"])
@@ -86,7 +84,7 @@ def test_default_config_is_the_default_gpu_schedule(index: int) -> None:
 @pytest.mark.parametrize("index", range(len(TASKS)), ids=[t.label for t in TASKS])
 def test_sampled_and_mutated_gpu_candidates_match_default(index: int) -> None:
     task = TASKS[index]
-    space = GpuSearchSpace(task)
+    space = SearchSpace(task)
     arrays = random_inputs(task, seed=index)
     inputs, outputs = task.compute()
     want = interpret(task, schedule_gpu(outputs), arrays)
@@ -109,16 +107,17 @@ def test_sampled_and_mutated_gpu_candidates_match_default(index: int) -> None:
 
 def test_gpu_space_has_the_tiles_of_the_default_rules() -> None:
     tasks = {t.name: t for t in TASKS}
-    conv = GpuSearchSpace(tasks["fused_conv2d_add_relu"])
-    assert [sk.kind for sk in conv.sketches] == ["conv"]
+    conv = SearchSpace(tasks["fused_conv2d_add_relu"])
+    assert len(conv.stages) == 1  # the padding is inlined, the epilogue merged
     assert {k.name for _, k in conv.knobs} == {"to", "ty", "tx", "ri", "rj", "kt"}
-    gemm = GpuSearchSpace(next(t for t in TASKS if t.name.startswith("fused_matmul")))
+    gemm = SearchSpace(next(t for t in TASKS if t.name.startswith("fused_matmul")))
     assert {k.name for _, k in gemm.knobs} == {"ty", "tx", "ri", "rj", "kt", "prefetch"}
     assert gemm.size() > 100
-    softmax = GpuSearchSpace(next(t for t in TASKS if t.name == "fused_softmax"
+    softmax = SearchSpace(next(t for t in TASKS if t.name == "fused_softmax"
                                   and t.group.inputs[0].shape == (3, 40)))
-    kinds = [sk.kind for sk in softmax.sketches]
-    assert kinds == ["reduction", "reduction", "workgroup"]
+    knobs = [{k.name for k in sk.knobs} for sk in softmax.stages]
+    # the max and the sum are long reductions, the division one output per invocation
+    assert knobs == [{"reduce_threads", "workgroup"}] * 2 + [{"workgroup"}]
 
 
 def test_runner_job_measures_on_the_target_device() -> None:

@@ -138,12 +138,14 @@ def test_steps_replay_from_json() -> None:
 def test_space_has_the_knobs_of_the_default_rules() -> None:
     tasks = {t.name: t for t in extract_tasks(convnet())}
     conv = SearchSpace(tasks["fused_conv2d_add_relu"])
-    kinds = [sk.kind for sk in conv.algorithms[0].sketches]  # the direct convolution
-    assert kinds == ["elementwise", "tiled", "inline", "elementwise"]
+    direct = [{k.name for k in sk.knobs} for sk in conv.algorithms[0].stages]
+    assert len(direct) == 2  # the padding and the convolution (the epilogue is merged)
+    assert {"inline", "by_rows"} <= direct[0] and {"vec", "rows", "cache"} <= direct[1]
     # a 3x3 convolution may also be computed by Winograd's algorithm, with its own stages
-    assert conv.sketches[0].kind == "algorithm"
-    assert [sk.kind for sk in conv.algorithms[1].sketches] == [
-        "elementwise", "winograd_input", "tiled", "tiled", "inline", "elementwise"]
+    assert conv.stages[0].knobs[0].name == "algorithm"
+    winograd = [{k.name for k in sk.knobs} for sk in conv.algorithms[1].stages]
+    assert len(winograd) == 4  # + the input transform, the product, the output transform
+    assert "unroll_reduce" in winograd[3] and "kblock" in winograd[2]
     names = {k.name for _, k in conv.knobs}
     assert {"vec", "rows", "tile_rows", "ksplit", "korder", "cache", "epilogue",
             "parallel", "unroll_rows", "inline"} <= names
@@ -216,7 +218,7 @@ def _dense_block():
                               "wide", "big"])
 def test_default_config_is_the_default_cpu_rule(graph) -> None:  # noqa: ANN001
     """The space contains the default schedule, as its default config: the search starts
-    from it. (When the rules in ir/schedules/cpu.py change, the sketches must follow.)"""
+    from it, by construction (the space runs the rules)."""
     from tensorsmith.autotune.artifact import lower_candidate
 
     for task in extract_tasks(graph()):

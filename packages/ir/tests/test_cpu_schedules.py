@@ -12,7 +12,7 @@ import pytest
 from tensorsmith.ir import te
 from tensorsmith.ir.op_registry import TensorType, get_op
 from tensorsmith.ir.schedules import rule_knobs, schedule_cpu
-from tensorsmith.ir.schedules.cpu import DEPTHWISE_SPARE_REGISTERS, register_tile
+from tensorsmith.ir.schedules.cpu_sizes import DEPTHWISE_SPARE_REGISTERS, register_tile
 from tensorsmith.ir.target import BASELINE_CPU, CpuResources
 from tensorsmith.ir.te.evaluate import run_func
 from tensorsmith.ir.te.expr import Binary, Load, Select
@@ -246,16 +246,16 @@ def test_rules_ask_for_their_knobs() -> None:
                                                                       "in1")
     (out,) = get_op("matmul").compute([a, b], {}, [TensorType((64, 96), "float32")], "t0")
 
-    def schedule(outputs: list[te.Tensor], constants: frozenset[str] = frozenset(),
-                 choose: Any = None) -> te.Schedule:
-        return schedule_cpu(outputs, resources=AVX2, constants=constants,
-                            **({"choose": choose} if choose else {}))
+    def schedule(outputs: list[te.Tensor], **kwargs: Any) -> te.Schedule:
+        return schedule_cpu(outputs, resources=AVX2, **kwargs)
 
     knobs = rule_knobs(schedule, [out], frozenset({"in1"}))["t0"]
-    assert knobs["vec"] == 16 and knobs["rows"] == 6 and knobs["pack"] is True
-    assert {"outer_order", "parallel"} <= set(knobs)
+    assert knobs["vec"].default == 16 and knobs["rows"].default == 6
+    assert knobs["pack"].default is True and knobs["pack"].choices == (False, True)
+    assert 8 in knobs["vec"].choices and {"outer_order", "parallel"} <= set(knobs)
     eight = schedule_cpu([out], resources=AVX2,
-                         choose=lambda st, knob, default: 8 if knob == "vec" else default)
+                         choose=lambda st, knob, default, choices=(): 8 if knob == "vec"
+                         else default)
     assert eight.steps[0].args == ("t0_i1", 8)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tensorsmith.ir import te
-from tensorsmith.ir.schedules.gpu import schedule_gpu
+from tensorsmith.ir.schedules import schedule_gpu
 from tensorsmith.ir.schedules.gpu_gemm import GemmTiles, choose_tiles, schedule_gemm
 from tensorsmith.ir.te.evaluate import run_func
 from tensorsmith.ir.te.stmt import Allocate, Barrier, For, PrimFunc, Seq

@@ -6,8 +6,8 @@
     choose_in_model(mod, params, "llvm", tasks, "tune.jsonl")  # the final word, in place
     lib = tensorsmith.ir.build(mod, "llvm", params, records="tune.jsonl")
 
-The pieces, one module each: ``task`` (task extraction), ``sketches`` and ``space`` (the
-CPU search space), ``gpu_space`` (tile sizes of GPU schedules), ``features`` and
+The pieces, one module each: ``task`` (task extraction), ``space`` (the search
+space: the knobs the target's default rules ask for), ``features`` and
 ``cost_model`` (a gradient-boosted ranking model), ``search`` (evolutionary search),
 ``measure``/``batch``/``runner_main`` (building and isolated timing; ``dask_measure`` for
 Dask distributed), ``records`` (JSON-lines tuning records), ``scheduler`` (trials across

@@ -1,7 +1,7 @@
 """Features of a candidate: a fixed-length vector read off its lowered tensor IR.
 
 The cost model never sees knobs or steps, only what the loop nest does, so one model
-learns across tasks and sketches. Per store (the unit of work): arithmetic by kind,
+learns across tasks and schedules. Per store (the unit of work): arithmetic by kind,
 memory accesses by stride with respect to the innermost loop (contiguous, broadcast,
 strided), local-buffer accesses, the loop structure around it (innermost extent and
 kind, vector lanes, unrolled body size, parallel extent and how often the thread pool

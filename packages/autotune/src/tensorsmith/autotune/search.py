@@ -7,11 +7,11 @@ sizes, loop order, annotations) and crossovers (each stage's knobs from either p
 After a few generations the best-scored unmeasured candidates are proposed, except a
 fraction ``eps`` drawn at random, so the model keeps seeing (and learning from) parts
 of the space it rates poorly. The first proposals are the rules (the default config and
-each sketch's alternatives, ``seeds``), then random ones (see ``_random``: partly near
-those rules).
+the other choices of each structural knob, ``seeds``), then random ones (see
+``_random``: partly near those rules).
 Candidates are told apart by their steps, not their configs: knobs that do not matter
-for a stage produce the same steps and are measured once. The space is the target's
-(:func:`.gpu_space.space_for`): CPU sketches for llvm, GPU tile sizes for vulkan/opencl.
+for a stage produce the same steps and are measured once. The space is the knobs of the
+target's default rules (:mod:`.space`), whatever the target.
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ from tensorsmith.ir.te.schedule import Step
 
 from .cost_model import CostModel
 from .features import NUM_FEATURES, extract_features
-from .gpu_space import GpuSearchSpace, space_for
-from .space import Config, SearchSpace, steps_key
+from .space import Config, SearchSpace, space_for, steps_key
 from .task import Task
 
 
@@ -46,7 +45,7 @@ class TaskSearch:
                  population: int = 256, generations: int = 4, eps: float = 0.1,
                  elite: int = 8) -> None:
         self.task = task
-        self.space: SearchSpace | GpuSearchSpace = space_for(task)
+        self.space: SearchSpace = space_for(task)
         self.seeds = self.space.seeds()
         self.model = model
         self.rng = rng

@@ -1,64 +1,159 @@
-"""The search space of one task: a sketch per stage, and configs that choose every knob.
+"""The search space of one task: the knobs its target's default rules ask for.
+
+The space has no description of schedules of its own. It runs the target's default
+rules (``tensorsmith.ir.schedules.default_schedule``) once with a recorder, which
+learns the knobs every stage's rule asks for, their choices and the rules' defaults;
+a config is one value per knob, and its schedule is those same rules run again with a
+``choose`` that answers from the config. The default config is therefore the default
+schedule, on every target family, and a knob added to a rule is searched without a
+change here. A combination a rule cannot schedule correctly raises ``KnobConflict``
+and is not in the space.
 
 A config is a tuple of knob values (hashable, so the search can remember what it has
-seen). ``steps(config)`` replays the sketches on a fresh schedule and returns the
-schedule steps a tuning record stores; those, not the config, are what gets measured,
-recorded and applied by ``build``.
+seen). ``steps(config)`` returns the schedule steps a tuning record stores; those, not
+the config, are what gets measured, recorded and applied by ``build``, so records
+outlive any change to the knobs.
+
+On CPU targets a convolution that a fast algorithm can compute (:data:`FAST_CONVOLUTIONS`)
+adds one knob, ``algorithm``: each choice is its own compute with its own stages (the
+knobs of the others do not matter then), whose schedule begins with the ``layout`` step
+that stores the weights transformed.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from tensorsmith.ir.schedules import default_schedule, rule_knobs
-from tensorsmith.ir.schedules.epilogue import stage_readers
-from tensorsmith.ir.te.schedule import Schedule, Step, input_tensors
+from tensorsmith.ir.schedules import Knob, KnobConflict, default_schedule, rule_knobs
+from tensorsmith.ir.target import Target
+from tensorsmith.ir.te.schedule import Schedule, Stage, Step, input_tensors
 from tensorsmith.ir.te.tensor import Tensor
 
-from .sketches import AlgorithmSketch, Knob, Sketch, sketch_for
 from .task import Task
 
 Config = tuple[Any, ...]
+Values = dict[str, Any]
+#: Knobs that pick between structures rather than sizes (an algorithm, a weight layout,
+#: where the vector lanes run, a loop order, inlining): each other choice of one is a
+#: seed, measured early by the search.
+STRUCTURAL_KNOBS = ("algorithm", "pack", "vec_axis", "outer_order", "flatten", "inline")
+#: Configs whose validity is remembered (validity costs one run of the rules).
+VALID_CACHE = 1 << 14
 
 
-class KnobSpace:
-    """Configs over the knobs of per-stage sketches: sampling, mutation, crossover. A
-    subclass says what the sketches are (``sketches``, ``knobs``) and how a config
-    becomes a schedule (``schedule``)."""
+@dataclass
+class StageKnobs:
+    """The knobs one stage's rule asks for (``stage`` is "" for the choice of
+    algorithm), and the algorithm whose compute the stage belongs to (-1: all)."""
 
-    task: Task
-    sketches: Sequence[Any]  # each with .knobs, .valid(values) and .seeds()
-    knobs: list[tuple[int, Knob]]
+    stage: str
+    knobs: tuple[Knob, ...]
+    owner: int = 0
+
+
+@dataclass
+class Algorithm:
+    """One way to compute a task: the direct compute (no transforms), or one that reads
+    some weights transformed (``transforms``: input index -> transform name)."""
+
+    name: str
+    transforms: dict[int, str]
+    inputs: list[Tensor]
+    outputs: list[Tensor]
+    stages: list[StageKnobs] = field(default_factory=list)
+
+
+class SearchSpace:
+    """All schedules the target's rules make for ``task`` under other answers."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.rules = default_schedule(task.target)
+        self.constants = frozenset(f"in{i}" for i in task.constant_inputs)  # group_compute's
+        self.algorithms = [self._algorithm("direct", {}, 0)]
+        if Target.parse(task.target).family == "cpu":
+            for k, (transform, found) in enumerate(fast_convolutions(task).items(), 1):
+                self.algorithms.append(self._algorithm(transform, found, k))
+        self.stages: list[StageKnobs] = []
+        if len(self.algorithms) > 1:
+            names = tuple(a.name for a in self.algorithms)
+            self.stages.append(StageKnobs("", (Knob("algorithm", names, names[0]),), -1))
+        for alg in self.algorithms:
+            self.stages += alg.stages
+        self.knobs: list[tuple[int, Knob]] = [
+            (i, k) for i, sk in enumerate(self.stages) for k in sk.knobs]
+        self._valid: dict[Config, bool] = {}
+
+    def _algorithm(self, name: str, transforms: dict[int, str], owner: int) -> Algorithm:
+        inputs, outputs = self.task.compute(transforms)
+        alg = Algorithm(name, transforms, inputs, outputs)
+        knobs = rule_knobs(self.rules, outputs, self.constants, self._start(alg))
+        alg.stages = [StageKnobs(stage, tuple(k.values()), owner)
+                      for stage, k in knobs.items()]
+        return alg
+
+    @staticmethod
+    def _start(alg: Algorithm) -> Schedule:
+        """A schedule of ``alg``'s compute with its weights stored transformed."""
+        s = Schedule(alg.outputs)
+        for index, transform in alg.transforms.items():
+            name = f"in{index}"
+            reader = next(st for st in s.stages
+                          if any(t.name == name for t in input_tensors(st.tensor)))
+            s.layout(reader.name, name, tuple(range(alg.inputs[index].ndim)), None, transform)
+        return s
 
     # -- configs --------------------------------------------------------------------
-    def _values(self, config: Config) -> list[dict[str, Any]]:
-        values: list[dict[str, Any]] = [{} for _ in self.sketches]
+    def _values(self, config: Config) -> list[Values]:
+        values: list[Values] = [{} for _ in self.stages]
         for (i, knob), value in zip(self.knobs, config, strict=True):
             values[i][knob.name] = value
         return values
 
-    def valid(self, config: Config) -> bool:
-        return all(sk.valid(v) for sk, v in zip(self.sketches, self._values(config)))
+    def _chosen(self, values: list[Values]) -> int:
+        if not self.stages or self.stages[0].owner != -1:
+            return 0
+        return [a.name for a in self.algorithms].index(values[0]["algorithm"])
 
     def default(self) -> Config:
         """The config of the default schedule."""
         return tuple(k.default for _, k in self.knobs)
 
+    def valid(self, config: Config) -> bool:
+        """Whether the rules can schedule ``config`` (they raise ``KnobConflict`` where
+        not)."""
+        known = self._valid.get(config)
+        if known is None:
+            try:
+                self.schedule(config)
+                known = True
+            except KnobConflict:
+                known = False
+            if len(self._valid) >= VALID_CACHE:
+                self._valid.clear()
+            self._valid[config] = known
+        return known
+
     def seeds(self) -> list[Config]:
-        """The default config, then each alternative rule a sketch knows (e.g. a
-        convolution's vector loop over output channels), the rest left at the default:
-        where the search starts, and what random samples stay near."""
-        out = [self.default()]
-        for i, sk in enumerate(self.sketches):
-            for values in sk.seeds():
-                config = tuple(_nearest(k.choices, values[k.name])
-                               if j == i and k.name in values else c
-                               for (j, k), c in zip(self.knobs, out[0]))
-                if config not in out and self.valid(config):
+        """The default config, then each other choice of a structural knob
+        (:data:`STRUCTURAL_KNOBS`), the rest left at the default, where that makes
+        another schedule: where the search starts, and what random samples stay near."""
+        base = self.default()
+        out, seen = [base], {steps_key(self.steps(base))}
+        for j, (_, knob) in enumerate(self.knobs):
+            if knob.name not in STRUCTURAL_KNOBS:
+                continue
+            for choice in knob.choices:
+                config = (*base[:j], choice, *base[j + 1:])
+                if config in out or not self.valid(config):
+                    continue
+                key = steps_key(self.steps(config))
+                if key not in seen:
+                    seen.add(key)
                     out.append(config)
         return out
 
@@ -91,112 +186,39 @@ class KnobSpace:
 
     def crossover(self, a: Config, b: Config, rng: random.Random) -> Config:
         """Each stage's knobs from one parent or the other (stages are independent)."""
-        pick = [rng.random() < 0.5 for _ in self.sketches]
+        pick = [rng.random() < 0.5 for _ in self.stages]
         out = tuple(x if pick[i] else y for (i, _), x, y in zip(self.knobs, a, b))
         return out if self.valid(out) else a
-
-    # -- schedules ------------------------------------------------------------------
-    def io(self, config: Config) -> tuple[list[Tensor], list[Tensor]]:
-        """The compute (inputs, outputs) that ``config``'s schedule is for."""
-        return self.task.compute()
-
-    def schedule(self, config: Config) -> Schedule:
-        raise NotImplementedError
-
-    def steps(self, config: Config) -> list[Step]:
-        return list(self.schedule(config).steps)
 
     def size(self) -> int:
         return math.prod(len(k.choices) for _, k in self.knobs)
 
-
-def _nearest(choices: tuple[Any, ...], value: Any) -> Any:
-    """``value`` if it is a choice, else the closest numeric choice (tile sizes the
-    seeds name may exceed a small axis)."""
-    if value in choices or isinstance(value, bool) or not isinstance(value, int):
-        return value
-    return min(choices, key=lambda c: (abs(c - value), -c))
-
-
-@dataclass
-class Algorithm:
-    """One way to compute a task: the direct compute (no transforms), or one that reads
-    some weights transformed (``transforms``: input index -> transform name), with the
-    sketches of its stages."""
-
-    name: str
-    transforms: dict[int, str]
-    inputs: list[Tensor]
-    outputs: list[Tensor]
-    sketches: list[Sketch]
-
-
-class SearchSpace(KnobSpace):
-    """All schedules the CPU sketches of ``task`` can express.
-
-    A convolution that a fast algorithm can compute (:data:`FAST_CONVOLUTIONS`) has one
-    more knob, ``algorithm``: each choice is its own compute with its own sketches (the
-    knobs of the others do not matter then), and its schedule begins with the ``layout``
-    step that stores the weights transformed."""
-
-    def __init__(self, task: Task) -> None:
-        self.task = task
-        self.algorithms = [self._algorithm(task, "direct", {})]
-        for transform, found in fast_convolutions(task).items():
-            self.algorithms.append(self._algorithm(task, transform, found))
-        self.sketches: list[Any] = list(self.algorithms[0].sketches)
-        self.owner = [0] * len(self.sketches)  # the algorithm each sketch belongs to
-        if len(self.algorithms) > 1:
-            self.sketches.insert(0, AlgorithmSketch([a.name for a in self.algorithms]))
-            self.owner.insert(0, -1)
-            for k, alg in enumerate(self.algorithms[1:], 1):
-                self.sketches += alg.sketches
-                self.owner += [k] * len(alg.sketches)
-        self.knobs = [(i, k) for i, sk in enumerate(self.sketches) for k in sk.knobs]
-
-    @staticmethod
-    def _algorithm(task: Task, name: str, transforms: dict[int, str]) -> Algorithm:
-        inputs, outputs = task.compute(transforms)
-        probe = Schedule(outputs)
-        out_ids = {t.uid for t in outputs}
-        readers = stage_readers(probe)
-        constants = frozenset(f"in{i}" for i in task.constant_inputs)  # group_compute's names
-        rules = rule_knobs(default_schedule(task.target), outputs, constants)
-        return Algorithm(name, transforms, inputs, outputs,
-                         [sketch_for(st, out_ids, readers, constants, rules.get(st.name))
-                          for st in probe.stages])
-
-    def _chosen(self, values: list[dict[str, Any]]) -> int:
-        if self.owner[0] != -1:
-            return 0
-        names = [a.name for a in self.algorithms]
-        return names.index(values[0]["algorithm"])
-
-    def valid(self, config: Config) -> bool:
-        values = self._values(config)
-        k = self._chosen(values)
-        return all(sk.valid(v) for sk, v, owner in zip(self.sketches, values, self.owner)
-                   if owner in (-1, k))
-
+    # -- schedules ------------------------------------------------------------------
     def io(self, config: Config) -> tuple[list[Tensor], list[Tensor]]:
         """The compute (inputs, outputs) that ``config``'s schedule is for."""
         alg = self.algorithms[self._chosen(self._values(config))]
         return alg.inputs, alg.outputs
 
     def schedule(self, config: Config) -> Schedule:
+        """The rules run with ``config``'s answers (``KnobConflict`` where they cannot)."""
         values = self._values(config)
         k = self._chosen(values)
         alg = self.algorithms[k]
-        s = Schedule(alg.outputs)
-        for index, transform in alg.transforms.items():
-            name = f"in{index}"
-            reader = next(st for st in s.stages
-                          if any(t.name == name for t in input_tensors(st.tensor)))
-            s.layout(reader.name, name, tuple(range(alg.inputs[index].ndim)), None, transform)
-        for sk, v, owner in zip(self.sketches, values, self.owner):
-            if owner == k:
-                sk.apply(s, v)
-        return s
+        answers = {sk.stage: v for sk, v in zip(self.stages, values) if sk.owner == k}
+
+        def choose(st: Stage, knob: str, default: Any, choices: Any = ()) -> Any:
+            return answers.get(st.name, {}).get(knob, default)
+
+        return self.rules(alg.outputs, constants=self.constants, choose=choose,
+                          start=self._start(alg))
+
+    def steps(self, config: Config) -> list[Step]:
+        return list(self.schedule(config).steps)
+
+
+def space_for(task: Task) -> SearchSpace:
+    """The search space of ``task`` (whatever its target: the rules decide)."""
+    return SearchSpace(task)
 
 
 #: Weight transforms that compute a convolution faster than the direct loop nest, tried
@@ -229,7 +251,5 @@ def fast_convolutions(task: Task) -> dict[str, dict[int, str]]:
 
 def steps_key(steps: list[Step] | list[list[Any]]) -> str:
     """A canonical string of a step list: equal schedules, equal keys (for de-duplication)."""
-    import json
-
     data = [s.to_json() if isinstance(s, Step) else list(s) for s in steps]
     return json.dumps(data, separators=(",", ":"))

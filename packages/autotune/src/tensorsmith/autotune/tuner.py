@@ -11,9 +11,8 @@ candidates and its default schedule are re-measured side by side and the lowest 
 wins (:mod:`.confirm`): that choice is appended as a ``"selected"`` record, which
 ``build(records=...)`` prefers over the single fastest timing.
 
-Tasks for llvm search the CPU sketches (:mod:`.space`); tasks for vulkan and opencl the
-sizes of the default GPU schedule (:mod:`.gpu_space`), measured on the runtime device of
-their target (:func:`.measure.device_for`).
+Every task searches the knobs of its target's default rules (:mod:`.space`), measured
+on the runtime device of its target (:func:`.measure.device_for`).
 """
 
 from __future__ import annotations
@@ -115,8 +114,8 @@ def e2e(weights: list[int] | list[float], seconds: list[float]) -> float:
     return float(sum(known)) if known else math.inf
 
 
-#: Targets with a search space (CPU sketches for llvm, GPU tile sizes for the others) and
-#: a runtime device the local runner measures on.
+#: Targets whose rules ask for knobs and that have a runtime device the local runner
+#: measures on.
 TUNABLE = ("llvm", "vulkan", "opencl")
 
 

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from ..target import Target
 from ..te.schedule import Schedule
 from ..te.tensor import Tensor
-from .cpu import schedule_cpu
-from .knobs import Choose, KnobRecorder, default_choice
+from .knobs import Choose, Knob, KnobConflict, KnobRecorder, default_choice
+from .rules import schedule_cpu, schedule_gpu
 
-#: ``schedule(outputs, constants=..., choose=...)``: a target's default rules.
+#: ``schedule(outputs, constants=..., choose=..., start=...)``: a target's default rules.
 ScheduleFn = Callable[..., Schedule]
 
 
 def default_schedule(target: str | Target) -> ScheduleFn:
     """The default rules of ``target``'s family, sized by the CPU it compiles for: the
-    one place that decides which rules ``build`` and the auto-tuner's baseline use."""
+    one place that decides which rules ``build`` and the auto-tuner use."""
     tgt = Target.parse(target)
     if tgt.family == "cpu":
         from ..codegen import target_resources
@@ -25,28 +24,28 @@ def default_schedule(target: str | Target) -> ScheduleFn:
         resources = target_resources(tgt)
 
         def cpu(outputs: list[Tensor], constants: frozenset[str] = frozenset(),
-                choose: Choose = default_choice) -> Schedule:
+                choose: Choose = default_choice, start: Schedule | None = None) -> Schedule:
             return schedule_cpu(outputs, resources=resources, choose=choose,
-                                constants=constants)
+                                constants=constants, start=start)
 
         return cpu
-    from .gpu import schedule_gpu
 
     def gpu(outputs: list[Tensor], constants: frozenset[str] = frozenset(),
-            choose: Choose = default_choice) -> Schedule:
-        return schedule_gpu(outputs, choose=choose)
+            choose: Choose = default_choice, start: Schedule | None = None) -> Schedule:
+        return schedule_gpu(outputs, choose=choose, start=start)
 
     return gpu
 
 
 def rule_knobs(schedule: ScheduleFn, outputs: list[Tensor],
-               constants: frozenset[str] = frozenset()) -> dict[str, dict[str, Any]]:
-    """The knobs each stage's rule asks for, with the rule's choice: what a search
-    space starts from (``knobs[stage name][knob] = default``)."""
+               constants: frozenset[str] = frozenset(), start: Schedule | None = None
+               ) -> dict[str, dict[str, Knob]]:
+    """The knobs each stage's rule asks for, with their choices and the rule's choice
+    as the default: a search space (``knobs[stage name][knob name]``)."""
     recorder = KnobRecorder()
-    schedule(outputs, constants=constants, choose=recorder)
+    schedule(outputs, constants=constants, choose=recorder, start=start)
     return recorder.knobs
 
 
-__all__ = ["Choose", "ScheduleFn", "default_choice", "default_schedule", "rule_knobs",
-           "schedule_cpu"]
+__all__ = ["Choose", "Knob", "KnobConflict", "ScheduleFn", "default_choice",
+           "default_schedule", "rule_knobs", "schedule_cpu", "schedule_gpu"]

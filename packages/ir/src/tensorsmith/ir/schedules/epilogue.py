@@ -1,7 +1,7 @@
 """Who reads a stage, and which elementwise output a tiled stage can write directly.
 
-Shared by the CPU and GPU default schedules and by the auto-tuner's sketches, so the
-three agree on when bias, activation or residual add ride along a tile's write-back.
+Shared by the CPU and GPU default schedules, so both agree on when bias, activation or
+residual add ride along a tile's write-back.
 """
 
 from __future__ import annotations

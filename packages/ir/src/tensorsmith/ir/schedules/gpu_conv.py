@@ -23,10 +23,10 @@ from ..te.expr import IterVar, Load
 from ..te.schedule import Schedule, Stage, input_tensors
 from ..te.tiles import affine_form
 from ..te.visit import collect_loads
+from .gpu_gemm import MAX_INVOCATIONS, MAX_REGISTER_TILE, SHARED_FLOATS, pow2_at_least, up_to
+from .knobs import Choose, conflict_unless
 
-#: Shared memory the staged tiles may take: the 16 KiB every Vulkan device offers.
-SHARED_FLOATS = 4096
-INVOCATIONS = 256
+INVOCATIONS = MAX_INVOCATIONS
 
 
 @dataclass(frozen=True)
@@ -74,13 +74,6 @@ def _geometry(st: Stage, data: Load) -> tuple[int, int, int, int]:
     return out[0], out[1], out[2], out[3]
 
 
-def _pow2_at_least(n: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return p
-
-
 def choose_tiles(st: Stage) -> ConvTiles | None:
     """Tiles for ``st``'s shape whose staged copies fit in ``SHARED_FLOATS``, or None."""
     window = _window(st)
@@ -93,14 +86,35 @@ def choose_tiles(st: Stage) -> ConvTiles | None:
     steps = sorted({k for k in (min(c, 8), 8, 4, 2, 1) if k <= c},
                    key=lambda k: (c % k != 0, -k))
     for ri in (4, 2, 1) if o >= 32 else (1,):  # fewer channels per workgroup if need be
-        to = min(16, _pow2_at_least(-(-o // ri)))
-        tx = min(_pow2_at_least(-(-ow // rj)), INVOCATIONS // to)
-        ty = min(_pow2_at_least(oh), max(1, INVOCATIONS // (to * tx)))
+        to = min(16, pow2_at_least(-(-o // ri)))
+        tx = min(pow2_at_least(-(-ow // rj)), INVOCATIONS // to)
+        ty = min(pow2_at_least(oh), max(1, INVOCATIONS // (to * tx)))
         for kt in steps:
             tiles = ConvTiles(to, ty, tx, ri, rj, kt)
             if shared_floats(st, tiles) <= SHARED_FLOATS:
                 return tiles
     return None
+
+
+def ask_tiles(st: Stage, choose: Choose, d: ConvTiles) -> ConvTiles:
+    """``d`` (:func:`choose_tiles`'s), each size asked of ``choose``; a tile other than
+    the default must fit every device's limits and its shared memory."""
+    op = st.tensor.op
+    assert op is not None
+    _, o, _, ow = (a.extent for a in op.axes)
+    oh = op.axes[2].extent
+    c = op.reduce_axes[0].extent
+    t = ConvTiles(choose(st, "to", d.to, up_to((1, 2, 4, 8, 16, 32), pow2_at_least(o))),
+                  choose(st, "ty", d.ty, up_to((1, 2, 4, 8, 16), pow2_at_least(oh))),
+                  choose(st, "tx", d.tx, up_to((1, 2, 4, 8, 16, 32, 64), pow2_at_least(ow))),
+                  choose(st, "ri", d.ri, up_to((1, 2, 4), pow2_at_least(o))),
+                  choose(st, "rj", d.rj, up_to((1, 2, 4), pow2_at_least(ow))),
+                  choose(st, "kt", d.kt, up_to((1, 2, 4, 8, 16), c)))
+    conflict_unless(t == d or (
+        t.to * t.ty * t.tx <= MAX_INVOCATIONS and t.ri * t.rj <= MAX_REGISTER_TILE
+        and t.to * t.ri < 2 * pow2_at_least(o) and t.tx * t.rj < 2 * pow2_at_least(ow)
+        and shared_floats(st, t) <= SHARED_FLOATS), "the tiles exceed a device limit")
+    return t
 
 
 def shared_floats(st: Stage, t: ConvTiles) -> int:

@@ -22,12 +22,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..te.schedule import Schedule, Stage, input_tensors
+from .knobs import Choose, conflict_unless
 
+#: Shared memory the staged tiles may take: the 16 KiB every Vulkan device offers.
+SHARED_FLOATS = 4096
 #: Enough workgroups to keep every multiprocessor of a large GPU busy: tiles shrink until
 #: a product yields this many (or the smallest tile is reached).
 TARGET_WORKGROUPS = 128
 #: Invocations a workgroup should have at least (two 32-wide SIMD groups).
 MIN_INVOCATIONS = 64
+#: Invocations of one workgroup at most: what the default rules use at most, and a
+#: size every GPU the runtime targets accepts.
+MAX_INVOCATIONS = 256
+#: Accumulators of one invocation's register tile at most (more spills to memory).
+MAX_REGISTER_TILE = 64
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,37 @@ def choose_tiles(batch: int, m: int, n: int, k: int) -> GemmTiles:
         if batch * -(-m // t.rows) * -(-n // t.cols) >= TARGET_WORKGROUPS:
             return t
     return _fit(CANDIDATES[-1], m, n, k)
+
+
+def pow2_at_least(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def up_to(candidates: tuple[int, ...], limit: int) -> tuple[int, ...]:
+    return tuple(c for c in candidates if c <= limit)
+
+
+def ask_tiles(st: Stage, choose: Choose) -> GemmTiles:
+    """The tiles of matmul stage ``st``: :func:`choose_tiles`'s, each size asked of
+    ``choose``. A tile other than the default must fit every device's limits and not
+    overhang its axis by half or more (that only wastes invocations)."""
+    _, m, n, k = extents = gemm_extents(st)
+    d = choose_tiles(*extents)
+    rows, cols = pow2_at_least(m), pow2_at_least(n)
+    t = GemmTiles(choose(st, "ty", d.ty, up_to((1, 2, 4, 8, 16, 32), rows)),
+                  choose(st, "tx", d.tx, up_to((1, 2, 4, 8, 16, 32), cols)),
+                  choose(st, "ri", d.ri, up_to((1, 2, 4, 8), rows)),
+                  choose(st, "rj", d.rj, up_to((1, 2, 4, 8), cols)),
+                  choose(st, "kt", d.kt, up_to((4, 8, 16, 32), max(k, 4))),
+                  choose(st, "prefetch", d.prefetch, (False, True)))
+    conflict_unless(t == d or (
+        t.ty * t.tx <= MAX_INVOCATIONS and t.ri * t.rj <= MAX_REGISTER_TILE
+        and (t.rows + t.cols) * t.kt <= SHARED_FLOATS
+        and t.rows < 2 * rows and t.cols < 2 * cols), "the tiles exceed a device limit")
+    return t
 
 
 def _fit(t: GemmTiles, m: int, n: int, k: int) -> GemmTiles:

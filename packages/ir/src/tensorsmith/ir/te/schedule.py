@@ -8,11 +8,12 @@ measured. Every step refers to stages by tensor name and to loops by leaf name.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from .expr import INDEX, IterVar, Var
-from .tensor import Tensor
+from .expr import INDEX, Expr, IterVar, Var
+from .tensor import ComputeOp, Tensor
 
 
 @dataclass(eq=False)
@@ -336,16 +337,27 @@ def _name(stage: Tensor | str) -> str:
     return stage if isinstance(stage, str) else stage.name
 
 
+#: ``input_tensors`` of each compute, while its body is the one it was found in: every
+#: schedule of a kernel walks the same bodies again (the auto-tuner builds thousands).
+_INPUTS: weakref.WeakKeyDictionary[ComputeOp, tuple[Expr, list[Tensor]]] = \
+    weakref.WeakKeyDictionary()
+
+
 def input_tensors(t: Tensor) -> list[Tensor]:
     """Tensors read by ``t``'s compute body, in first-read order."""
     from .visit import collect_loads
 
-    if t.op is None:
+    op = t.op
+    if op is None:
         return []
+    known = _INPUTS.get(op)
+    if known is not None and known[0] is op.body:
+        return list(known[1])
     out: dict[int, Tensor] = {}
-    for load in collect_loads(t.op.body):
+    for load in collect_loads(op.body):
         if isinstance(load.buffer, Tensor):
             out.setdefault(load.buffer.uid, load.buffer)
+    _INPUTS[op] = (op.body, list(out.values()))
     return list(out.values())
 
 

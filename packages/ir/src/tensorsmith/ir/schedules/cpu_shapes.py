@@ -1,0 +1,205 @@
+"""What a stage's loop nest says about it: which operand is a product's contiguous
+right-hand side, which convolution it is (depthwise, grouped, pointwise), how it reads
+an input along an axis. Questions the CPU rules ask before they size anything."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ..dtypes import itemsize
+from ..te.expr import Binary, Const, Expr, Load, Select, Var
+from ..te.schedule import Schedule, Stage, input_tensors
+from ..te.tensor import Tensor
+from ..te.tiles import affine_form
+from ..te.visit import collect_loads, free_vars, rewrite, substitute, walk
+
+
+def fuse_all(s: Schedule, stage: str, names: Sequence[str]) -> str | None:
+    """The loops ``names`` of ``stage`` fused into one, in order (None for no loops)."""
+    if not names:
+        return None
+    fused = names[0]
+    for name in names[1:]:
+        fused = s.fuse(stage, fused, name)
+    return fused
+
+
+def axis_reads(st: Stage, tensor: Tensor, axis: int) -> tuple[int, int] | None:
+    """How stage ``st`` reads axis ``axis`` of ``tensor`` (an input of its own shape's
+    rank): ``(stride, reach)``, the step per output index along that axis (a
+    convolution's stride) and the span the other loops add (its taps, dilated); None
+    where its reads there are not one affine form."""
+    op = st.tensor.op
+    assert op is not None
+    bounds = {id(a.var): a.extent for a in (*op.axes, *op.reduce_axes)}
+    own = id(op.axes[axis].var)
+    forms = set()
+    for load in collect_loads(op.body):
+        if load.buffer is tensor:
+            form = affine_form(load.indices[axis], bounds)
+            if form is None:
+                return None
+            coefs = form[1]
+            forms.add((coefs.get(own, 0),
+                       sum(c * (bounds[v] - 1) for v, c in coefs.items() if v != own)))
+    return forms.pop() if len(forms) == 1 else None
+
+
+def element_bytes(st: Stage) -> int:
+    """Bytes per lane of the stage's arithmetic: narrower types compute in 32-bit lanes."""
+    return max(4, itemsize(st.tensor.dtype))
+
+
+def last_axis_contiguous(st: Stage) -> bool:
+    """The output's last axis is the last index of some input read (matmul's B[k, j])."""
+    op = st.tensor.op
+    assert op is not None
+    if not op.axes or op.axes[-1].extent == 1:
+        return False
+    last = op.axes[-1].var
+    return any(isinstance(e, Load) and e.indices and e.indices[-1] is last
+               for e in walk(op.body))
+
+
+def packable_weight(st: Stage, constants: frozenset[str]) -> str | None:
+    """The constant 2-D right-hand side ``B[k, j]`` of a matrix product (``j`` the
+    output's last axis, ``k`` a reduce axis), which may be stored as panels."""
+    op = st.tensor.op
+    assert op is not None
+    if not op.reduce_axes or len(op.axes) < 2:
+        return None
+    j = op.axes[-1].var
+    reduce_vars = {id(a.var) for a in op.reduce_axes}
+    for load in collect_loads(op.body):
+        t = load.buffer
+        if (isinstance(t, Tensor) and t.op is None and t.name in constants and t.ndim == 2
+                and load.indices[1] is j and isinstance(load.indices[0], Var)
+                and id(load.indices[0]) in reduce_vars):
+            return t.name
+    return None
+
+
+def select_rows(st: Stage, s: Schedule) -> int:
+    """How many leading axes of an elementwise stage the conditions of its selects, or
+    the reads of its broadcast operands, depend on (its own and those of the stages
+    inlined into it), when that leaves trailing axes worth a vector loop; else 0.
+
+    By rows, such a condition or read is one scalar per row. Flattened into one vector
+    loop, a per-channel scale (a batch norm after a DenseNet Concat) is a division of the
+    flat index per lane and a gather: slow to run, and a second per kernel for LLVM."""
+    op = st.tensor.op
+    assert op is not None
+    axes = [a.var for a in op.axes]
+    if len(axes) < 2:
+        return 0
+
+    def expand(e: Expr, depth: int = 0) -> Expr:
+        def visit(x: Expr) -> Expr | None:
+            t = x.buffer if isinstance(x, Load) else None
+            if (isinstance(t, Tensor) and t.op is not None and s[t.name].inline
+                    and depth < 16):
+                body = substitute(t.op.body, {id(a.var): i for a, i in
+                                              zip(t.op.axes, x.indices)})  # type: ignore[union-attr]
+                return expand(body, depth + 1)
+            return None
+
+        return rewrite(e, visit)
+
+    def deepest_axis(*exprs: Expr) -> int:
+        used = {id(v) for e in exprs for v in free_vars(e)}
+        return max((k for k, a in enumerate(axes) if id(a) in used), default=-1)
+
+    deepest = -1
+    for e in walk(expand(op.body)):
+        if isinstance(e, Select) and not any(isinstance(x, Load) for x in walk(e.cond)):
+            deepest = max(deepest, deepest_axis(e.cond))
+        elif isinstance(e, Load) and isinstance(e.buffer, Tensor):
+            reads = deepest_axis(*e.indices)
+            if reads < len(axes) - 1:  # constant along the last axis: a broadcast
+                deepest = max(deepest, reads)
+    if deepest < 0 or deepest >= len(axes) - 1:
+        return 0
+    tail = math.prod(a.extent for a in op.axes[deepest + 1:])
+    return deepest + 1 if tail >= 16 else 0
+
+
+def channel_vector_weight(st: Stage, constants: frozenset[str]) -> str | None:
+    """The weight a dense or grouped (not depthwise) convolution reads, when it is a
+    constant the build can store transposed: only then may the vector loop run over
+    output channels."""
+    op = st.tensor.op
+    assert op is not None
+    if op.tag != "conv2d" or not op.reduce_axes or group_outputs(st) == 1:
+        return None
+    rest = input_tensors(st.tensor)[1:]
+    weights = [t for t in rest if t.op is None and t.ndim == 4 and t.name in constants]
+    return weights[0].name if weights else None
+
+
+def group_outputs(st: Stage) -> int:
+    """Output channels per group of a grouped convolution (its input channel is
+    ``(o // og) * cg + rc``); 0 for a dense one, 1 where that is not known."""
+    op = st.tensor.op
+    assert op is not None
+    data = input_tensors(st.tensor)[0]
+    rc, o = op.reduce_axes[0].var, op.axes[1].var
+    for load in collect_loads(op.body):
+        if load.buffer is data:
+            if load.indices[1] is rc:
+                return 0
+            for e in walk(load.indices[1]):
+                if (isinstance(e, Binary) and e.op == "floordiv" and e.a is o
+                        and isinstance(e.b, Const)):
+                    return int(e.b.value)
+            return 1
+    return 1
+
+
+def depthwise_conv(st: Stage) -> bool:
+    """A grouped convolution with one input channel per group: each output channel reads
+    the input channel of its group (``x[n, o // m, ...]``), not a reduce axis."""
+    op = st.tensor.op
+    assert op is not None
+    if op.tag != "conv2d" or not op.reduce_axes or op.reduce_axes[0].extent != 1:
+        return False
+    return group_outputs(st) != 0
+
+
+def pointwise_conv(st: Stage) -> bool:
+    """A 1x1 convolution reading a placeholder (no pad stage) at unit stride along x: a
+    matrix product over the flattened image."""
+    op = st.tensor.op
+    assert op is not None
+    if any(a.extent != 1 for a in op.reduce_axes[1:]):
+        return False
+    data = input_tensors(st.tensor)[0]
+    if data.op is not None:  # a pad stage
+        return False
+    x = op.axes[3].var
+    for load in collect_loads(op.body):
+        if load.buffer is data:
+            index = load.indices[3]
+            return index is x or (isinstance(index, Binary) and index.a is x)
+    return False
+
+
+def input_pitch(st: Stage) -> int | None:
+    """Elements between the input rows consecutive output rows read (stride x width),
+    or None when that is not a plain multiple of the output row."""
+    op = st.tensor.op
+    assert op is not None
+    data = input_tensors(st.tensor)[0]
+    y = op.axes[2].var
+    for load in collect_loads(op.body):
+        if load.buffer is data:
+            rows = load.indices[2]  # y * stride + ry * dilation
+            if isinstance(rows, Binary) and rows.op == "add":
+                rows = rows.a
+            if rows is y:
+                return int(data.shape[3])
+            if (isinstance(rows, Binary) and rows.op == "mul" and rows.a is y
+                    and isinstance(rows.b, Const)):
+                return int(rows.b.value) * int(data.shape[3])
+            return None
+    return None

@@ -1,0 +1,214 @@
+"""The register tile every tiled CPU rule builds: matrix products, convolution and
+pooling windows, Winograd's output transform.
+
+Loops, outer to inner: the fused parallel outer loops (other spatial axes, the row
+block's outer loop and the vector block's outer loop, in one of three orders), an
+optional serial tile of row and column blocks (cache blocking), then the reduce loops
+(the longest optionally split, or run in cache-sized blocks outermost), the ``rows``
+loop (unrolled) and the ``vec`` loop (vectorized). The tile is accumulated in a local
+buffer (``cache_write``) and written back once, with the elementwise ops after it.
+
+The rules in cpu.py decide every field of :class:`Tile` through ``choose``; this module
+only turns a tile into schedule steps, and says which tiles it cannot build correctly
+(:func:`check_tile`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..te.schedule import Schedule
+from .cpu_shapes import fuse_all
+from .knobs import conflict_unless
+
+#: The llvm codegen emits explicit SIMD up to this many lanes.
+VECTOR_LANES_MAX = 64
+#: Register tile elements at most: beyond this the tile spills to the stack.
+LOCAL_MAX = 512
+#: Copies of the innermost loop that nested unrolled loops make: beyond these, LLVM's
+#: compile time explodes (seconds to a minute per kernel) for no speed.
+UNROLL_MAX_VECTOR = 32
+UNROLL_MAX_SCALAR = 8
+#: ... except over a Winograd output transform, whose unrolled body is one multiply-add
+#: with constant coefficients: 6 x 6 table entries times a few rows stay cheap to compile.
+UNROLL_MAX_TABLE = 160
+
+
+@dataclass(frozen=True)
+class TileShape:
+    """What a stage offers a register tile: its loops and which play which part."""
+
+    stage: str
+    spatial: tuple[str, ...]
+    reduce: tuple[str, ...]
+    extent: dict[str, int]
+    row: str | None  # the axis the tile's rows run over (None: one row)
+    kaxis: str  # the longest reduce axis: the one ``ksplit`` and ``kblock`` split
+    reduce_orders: tuple[tuple[str, ...], ...]  # the reduce loops' orders ``korder`` picks
+    epilogue: str | None  # the elementwise output its write-back may compute
+    weight: str | None = None  # a convolution's weight, stored for lanes over channels
+    panel: str | None = None  # a product's constant B, stored as panels when packed
+
+
+@dataclass(frozen=True)
+class Tile:
+    """Every choice a register tile leaves open (the rules' knobs of the same names)."""
+
+    vec: int
+    rows: int
+    outer_order: str  # "natural", "cols_first" or "rows_first"
+    parallel: bool
+    tile_rows: int = 1
+    tile_cols: int = 1
+    inner_order: str = "rc"
+    ksplit: int = 0
+    korder: int = 0
+    rows_pos: str = "inner"
+    kpos: str = "inner"
+    unroll_rows: bool = True
+    unroll_k: bool = False
+    vectorize: bool = True
+    cache: bool = True
+    epilogue: bool = True
+    flatten: bool = False  # a 1x1 convolution: one vector axis over the whole image
+    kblock: int = 0
+    unroll_reduce: bool = False
+    vec_axis: str = "cols"  # "channels": lanes over output channels
+    cvec: int = 0
+    crows: int = 0
+    pack: bool = False
+
+
+def tile_columns(shape: TileShape, t: Tile) -> int:
+    """Lanes of one tile row."""
+    if t.vec_axis == "channels":
+        return t.cvec
+    cols = shape.extent[shape.spatial[-1]]
+    if t.flatten:
+        cols *= shape.extent[shape.spatial[-2]]
+    return min(t.vec, cols)
+
+
+def check_tile(shape: TileShape, t: Tile) -> None:
+    """Raise ``KnobConflict`` for a tile that would spill, compute wrongly or take LLVM
+    minutes to compile."""
+    cols = tile_columns(shape, t)
+    rows = t.crows if t.vec_axis == "channels" else t.rows
+    conflict_unless(not t.cache or rows * cols <= LOCAL_MAX, "the tile spills")
+    conflict_unless(t.kpos != "outer" or (not t.cache and t.ksplit),
+                    "a k loop above a cached tile would overwrite partial sums")
+    conflict_unless(not t.kblock or (t.cache and not t.ksplit),
+                    "blocks of k keep their partial sums in a cached tile")
+    unrolled = (rows if t.unroll_rows else 1) * (t.ksplit if t.unroll_k and t.ksplit else 1)
+    if t.unroll_reduce:
+        unrolled *= math.prod(shape.extent[r] for r in shape.reduce)
+        conflict_unless(unrolled <= UNROLL_MAX_TABLE and not t.ksplit,
+                        "the unrolled table is too large")
+        return
+    conflict_unless(unrolled <= (UNROLL_MAX_VECTOR if t.vectorize and cols > 1
+                                 else UNROLL_MAX_SCALAR), "the unrolled body is too large")
+
+
+def build_tile(s: Schedule, shape: TileShape, t: Tile) -> bool:
+    """Schedule ``shape.stage`` as tile ``t``; returns whether the tile is cached (its
+    write-back is where an epilogue can ride)."""
+    st = shape.stage
+    spatial = list(shape.spatial)
+    vec_axis, row_axis, vec, rows = spatial[-1], shape.row, t.vec, t.rows
+    if t.vec_axis == "channels":
+        # Lanes over output channels, rows over output columns: any stride or image
+        # width fills whole registers. A convolution's weights are stored with a block of
+        # output channels last, so each (c, ry, rx) reads its lanes contiguously and a
+        # block's weights are one sequential run (blocks of the vector width when it
+        # divides the channels, else the whole output-channel axis last).
+        if shape.weight is not None:  # a convolution: rows over the flattened image
+            spatial[-2:] = [s.fuse(st, spatial[-2], spatial[-1])]
+        vec_axis, row_axis, vec, rows = spatial[1], spatial[-1], t.cvec, t.crows
+        if shape.weight is not None:  # (a Winograd output transform reads no weight)
+            if shape.extent[vec_axis] % vec == 0:
+                s.layout(st, shape.weight, (0, 2, 3, 4, 1), (0, vec))
+            else:
+                s.layout(st, shape.weight, (1, 2, 3, 0))
+    elif t.flatten:
+        spatial[-2:] = [s.fuse(st, spatial[-2], spatial[-1])]
+        vec_axis = spatial[-1]
+    jo, ji = s.split(st, vec_axis, vec)
+    if t.pack and shape.panel is not None:
+        # B[k, j] stored as panels [j / vec, k, vec] (the last one zero-padded): the k loop
+        # then walks one contiguous run instead of a row of B (up to a page apart) per step.
+        s.layout(st, shape.panel, (1, 0, 2), (1, vec))
+    io = ii = None
+    if row_axis is not None:
+        io, ii = s.split(st, row_axis, rows)
+    ioi = joi = None
+    if t.tile_rows > 1 and io is not None:
+        io, ioi = _split(s, st, io, s[st].leaf(io).extent, t.tile_rows)
+    if 1 < t.tile_cols < s[st].leaf(jo).extent:
+        jo, joi = s.split(st, jo, t.tile_cols)
+    others = [a for a in spatial if a not in (row_axis, vec_axis)]
+    if t.outer_order == "cols_first":
+        outer = [*others, jo, io]
+    elif t.outer_order == "rows_first":
+        outer = [*others, io, jo]
+    else:
+        outer = [io if a == row_axis else jo if a == vec_axis else a for a in spatial]
+    outer = [x for x in outer if x is not None]
+    inner_tile = [x for x in (ioi, joi) if x is not None]
+    if t.inner_order == "cr":
+        inner_tile.reverse()
+    reduce: list[str] = []
+    ko = ki = kb = None
+    for name in shape.reduce_orders[t.korder]:
+        if name == shape.kaxis and 0 < t.kblock < shape.extent[name]:
+            kb, name = s.split(st, name, t.kblock)
+        if name == shape.kaxis and t.ksplit:
+            ko, ki = s.split(st, name, t.ksplit)
+            reduce += [ko, ki]
+        else:
+            reduce.append(name)
+    if ii is not None and t.rows_pos == "mid" and ko is not None:
+        reduce.insert(reduce.index(ko) + 1, ii)
+        below = [*reduce, ji]
+    else:
+        below = [*reduce, ii, ji]
+    if t.kpos == "outer" and ko is not None:
+        below.remove(ko)
+        order = [*outer, ko, *inner_tile, *below]
+    else:
+        order = [*outer, *inner_tile, *below]
+    if kb is not None:  # blocks of k outermost, the parallel loop inside
+        order.insert(0, kb)
+    s.reorder(st, *[x for x in order if x is not None])
+    fused = fuse_all(s, st, outer)
+    at = inner_tile[-1] if inner_tile else fused
+    cached = t.cache and at is not None
+    if cached:
+        s.cache_write(st, at)  # type: ignore[arg-type]
+    if ii is not None and t.unroll_rows:
+        s.unroll(st, ii)
+    if ki is not None and t.unroll_k:
+        s.unroll(st, ki)
+    if t.unroll_reduce:
+        for name in reduce:
+            s.unroll(st, name)
+    if t.vectorize and s[st].leaf(ji).extent <= VECTOR_LANES_MAX:
+        s.vectorize(st, ji)
+    if fused is not None and t.parallel and s[st].leaf(fused).extent > 1:
+        s.parallel(st, fused)
+    if cached and t.epilogue and shape.epilogue is not None and kb is None:
+        try:
+            s.fuse_epilogue(st, shape.epilogue)
+        except ValueError:  # the consumer reads the stage at other indices
+            s.steps.pop()
+    return cached
+
+
+def _split(s: Schedule, stage: str, leaf: str, extent: int, factor: int
+           ) -> tuple[str | None, str | None]:
+    """(outer, inner) of ``leaf`` split by ``factor``; either is None when it would be 1."""
+    if factor <= 1:
+        return leaf, None
+    if factor >= extent:
+        return None, leaf
+    return s.split(stage, leaf, factor)
