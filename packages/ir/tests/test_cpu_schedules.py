@@ -341,3 +341,35 @@ def test_channel_concat_loads_one_input_per_row() -> None:
                 and s.otherwise is not None]
     assert len(branches) == 2  # three inputs, two boundaries (the third if: the tail)
     assert any(isinstance(s, For) and s.kind == "vectorized" for s in walk_stmts(func.body))
+
+
+def test_rules_refuse_answers_they_cannot_schedule() -> None:
+    """A register tile of 12 rows x 64 lanes would spill: the rule raises KnobConflict
+    (the tuner's space leaves such configs out) instead of scheduling it."""
+    from tensorsmith.ir.schedules import KnobConflict
+
+    a, b = (te.placeholder((64, 32), "float32", "in0"),
+            te.placeholder((32, 96), "float32", "in1"))
+    (out,) = get_op("matmul").compute([a, b], {}, [TensorType((64, 96), "float32")], "t0")
+    answers = {"vec": 64, "rows": 12}
+    with pytest.raises(KnobConflict, match="spills"):
+        schedule_cpu([out], resources=AVX2,
+                     choose=lambda st, knob, default, choices=(): answers.get(knob, default))
+    answers["rows"] = 8  # 512 accumulators: allowed
+    schedule_cpu([out], resources=AVX2,
+                 choose=lambda st, knob, default, choices=(): answers.get(knob, default))
+
+
+def test_every_stage_kind_has_a_rule_on_every_family() -> None:
+    from tensorsmith.ir.schedules.rules import RULES
+
+    kinds = set(RULES["cpu"])
+    assert {"inline", "elementwise", "pad", "window", "product", "reduction"} <= kinds
+    assert all(set(table) == kinds for table in RULES.values())
+
+
+@pytest.mark.parametrize("resources", [AVX2, AVX512], ids=lambda r: r.cpu)
+def test_column_sums_are_a_product_of_one_row(resources: CpuResources) -> None:
+    """A sum over the rows of a matrix reads its input's last axis contiguously: the
+    product rule schedules it with one row (TopK and ReduceLogSum cases build this)."""
+    check("reduce_sum", [(5, 37)], {"axes": [0], "keepdims": 0}, resources)

@@ -301,6 +301,8 @@ class CpuRules:
         sequence), whose ``B`` is far larger than their ``A``."""
         op = st.tensor.op
         assert op is not None
+        if len(op.axes) < 2:
+            return "natural"  # one row: nothing to order
         size = element_bytes(st)
         rows, cols = op.axes[-2].extent, op.axes[-1].extent
         depth = math.prod(a.extent for a in op.reduce_axes)
