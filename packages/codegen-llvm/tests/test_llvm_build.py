@@ -90,6 +90,20 @@ def test_batched_matmul_broadcast(tmp_path: Path) -> None:
               "y": rng.standard_normal((4, 6, 3)).astype("float32")}, tmp_path, 1e-4)
 
 
+@pytest.mark.parametrize("shapes", [((70, 33), (33, 130)), ((2, 3, 64, 9), (2, 3, 9, 197))],
+                         ids=["2d", "attention"])
+def test_product_of_two_inputs_packs_its_right_hand_side(shapes, tmp_path: Path) -> None:  # noqa: ANN001
+    """64 rows or more: the kernel copies ``y`` into zero-padded panels first (its scratch
+    buffer in the model's workspace), with a partial last panel (130 and 197 columns)."""
+    b = GraphBuilder()
+    x, y = b.input("x", shapes[0], "float32"), b.input("y", shapes[1], "float32")
+    g = b.finish([b.add1("relu", [b.add1("matmul", [x, y], name="mm")], name="r")])
+    lib = build(g, target="llvm")
+    assert any(s[0] == "pack" for s in lib.funcs[0].attrs["steps"])
+    check(g, {"x": rng.standard_normal(shapes[0]).astype("float32"),
+              "y": rng.standard_normal(shapes[1]).astype("float32")}, tmp_path, 1e-4)
+
+
 @pytest.mark.parametrize("axis", [-1, 0, 1])
 def test_softmax(axis: int, tmp_path: Path) -> None:
     b = GraphBuilder()

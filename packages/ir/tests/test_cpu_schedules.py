@@ -373,3 +373,28 @@ def test_column_sums_are_a_product_of_one_row(resources: CpuResources) -> None:
     """A sum over the rows of a matrix reads its input's last axis contiguously: the
     product rule schedules it with one row (TopK and ReduceLogSum cases build this)."""
     check("reduce_sum", [(5, 37)], {"axes": [0], "keepdims": 0}, resources)
+
+
+@pytest.mark.parametrize("resources", [AVX2, AVX512], ids=lambda r: r.cpu)
+@pytest.mark.parametrize("shapes", [[(64, 30), (30, 40)], [(2, 70, 9), (2, 9, 35)]],
+                         ids=["2d", "batched"])
+def test_input_right_hand_side_is_packed_at_run_time(resources: CpuResources,
+                                                     shapes: list[tuple[int, ...]]) -> None:
+    """A product of two inputs with 64 rows or more copies its right-hand side into
+    zero-padded panels first (a scratch buffer, not a stored layout the caller must
+    make), and reads the copy: the result is exact, the last panel partial."""
+    func = check("matmul", shapes, {}, resources)
+    assert "layouts" not in func.attrs  # the caller passes B as it is
+    (scratch,) = func.params[3:]
+    rows, cols = shapes[1][-2:]
+    lanes = scratch.shape[-1]  # the register tile's width
+    assert scratch.name == "in1_packed" and lanes % resources.lanes() == 0
+    assert scratch.shape == (*shapes[1][:-2], -(-cols // lanes), rows, lanes)
+    copy = next(s for s in walk_stmts(func.body) if isinstance(s, For))
+    assert copy.var.name.startswith("in1_packed")  # the copy runs first
+
+
+def test_few_rows_read_the_input_right_hand_side_in_place() -> None:
+    """32 rows: the copy would cost a large share of the product's own memory traffic."""
+    func = check("matmul", [(32, 30), (30, 40)], {}, AVX2)
+    assert len(func.params) == 3

@@ -48,6 +48,7 @@ from .cpu_shapes import (
     element_bytes,
     fuse_all,
     group_outputs,
+    packable_input,
     packable_weight,
     pointwise_conv,
     select_rows,
@@ -68,6 +69,11 @@ VECTOR_BLOCK = 64
 #: A pointwise convolution (or small image) of at most this many output pixels puts
 #: its vector lanes over output channels (``CpuRules.window``); measured on AVX2.
 FLAT_CHANNEL_PIXELS = 256
+#: A product packs an input right-hand side into panels at run time from this many
+#: rows on: below, the copy's memory traffic is a large share of the product's own (a
+#: 32-row vocabulary projection read its 154 MB B once, and twice with the copy: 0.73 ->
+#: 0.62 of numpy); from 64 rows the copy is a few percent of the multiply-adds.
+PACK_MIN_ROWS = 64
 #: Reductions at least this long may run in cache-sized blocks (``CpuRules.blocking``):
 #: shorter ones gain little and would lose their fused epilogue.
 BLOCKED_DEPTH = 1024
@@ -254,12 +260,16 @@ class CpuRules:
         row_extent = op.axes[-2].extent if row is not None else 1
         cols = op.axes[-1].extent
         vec, rows = register_tile(self.res, cols, row_extent, element_bytes(st))
-        shape = self.tile_shape(st, row, panel=packable_weight(st, self.constants))
+        weight = packable_weight(st, self.constants)
+        shape = self.tile_shape(st, row, panel=weight or packable_input(st, self.constants))
         vec = self.ask(st, "vec", vec, options(cols, (4, 8, 16, 24, 32, 48, 64)))
         # B[k, j] stored as panels [j / vec, k, vec] (the last one zero-padded): the k loop
         # then walks one contiguous run instead of a row of B (up to a page apart) per
-        # step, which is what kept wide products far from the FMA peak.
-        pack = shape.panel is not None and self.ask(st, "pack", cols > vec, NO_YES)
+        # step, which is what kept wide products far from the FMA peak. A constant is
+        # stored so once; an input is copied so by the kernel, which pays where enough
+        # rows read each panel (:data:`PACK_MIN_ROWS`).
+        worth = cols > vec and (weight is not None or row_extent >= PACK_MIN_ROWS)
+        pack = shape.panel is not None and self.ask(st, "pack", worth, NO_YES)
         kblock, panels = self.blocking(st, vec)
         order = "cols_first" if kblock else self.matmul_order(st)
         self.tile(st, shape, vec=vec, rows=rows, outer_order=order, tile_cols=panels,
@@ -444,12 +454,15 @@ class CpuRules:
         spatial = tuple(a.var.name for a in op.axes)
         reduce = tuple(a.var.name for a in op.reduce_axes)
         row = spatial[row_axis] if row_axis is not None else None
+        operand = next((t for t in input_tensors(st.tensor) if t.name == panel), None)
         return TileShape(
             st.name, spatial, reduce, extent,
             row if row is not None and extent[row] > 1 else None,
             max(reduce, key=lambda n: extent[n]),
             tuple(itertools.permutations(reduce))[:6],
-            epilogue_consumer(st, self.out_ids, self.readers), weight, panel)
+            epilogue_consumer(st, self.out_ids, self.readers), weight, panel,
+            operand.ndim if operand is not None else 2,
+            panel is not None and panel not in self.constants)
 
     def tile(self, st: Stage, shape: TileShape, *, vec: int, rows: int, outer_order: str,
              tile_cols: int = 1, kblock: int | None = None, flatten: bool = False,

@@ -80,6 +80,32 @@ def packable_weight(st: Stage, constants: frozenset[str]) -> str | None:
     return None
 
 
+def packable_input(st: Stage, constants: frozenset[str]) -> str | None:
+    """The right-hand side ``B[.., k, j]`` of a matrix product when it is an input the
+    kernel reads at run time, not a constant (attention's ``K^T`` and ``V``): the kernel
+    may copy it into panels first (``Schedule.pack``)."""
+    op = st.tensor.op
+    assert op is not None
+    if not op.reduce_axes or len(op.axes) < 2:
+        return None
+    j = op.axes[-1].var
+    reduce_vars = {id(a.var) for a in op.reduce_axes}
+    for load in collect_loads(op.body):
+        t = load.buffer
+        if (isinstance(t, Tensor) and t.op is None and t.name not in constants
+                and t.ndim >= 2 and load.indices[-1] is j
+                and isinstance(load.indices[-2], Var) and id(load.indices[-2]) in reduce_vars
+                and not any(id(v) in reduce_vars for i in load.indices[:-2]
+                            for v in free_vars(i))):
+            return t.name
+    return None
+
+
+def panel_layout(ndim: int, vec: int) -> tuple[tuple[int, ...], tuple[int, int]]:
+    """``(order, block)`` storing ``B[.., k, j]`` as panels ``[.., j / vec, k, vec]``."""
+    return (*range(ndim - 2), ndim - 1, ndim - 2, ndim), (ndim - 1, vec)
+
+
 def select_rows(st: Stage, s: Schedule) -> int:
     """How many leading axes of an elementwise stage the conditions of its selects, or
     the reads of its broadcast operands, depend on (its own and those of the stages

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from ..te.schedule import Schedule
-from .cpu_shapes import fuse_all
+from .cpu_shapes import fuse_all, panel_layout
 from .knobs import conflict_unless
 
 #: The llvm codegen emits explicit SIMD up to this many lanes.
@@ -48,7 +48,9 @@ class TileShape:
     reduce_orders: tuple[tuple[str, ...], ...]  # the reduce loops' orders ``korder`` picks
     epilogue: str | None  # the elementwise output its write-back may compute
     weight: str | None = None  # a convolution's weight, stored for lanes over channels
-    panel: str | None = None  # a product's constant B, stored as panels when packed
+    panel: str | None = None  # a product's B, stored as panels when packed
+    panel_rank: int = 2  # its axes
+    panel_at_run_time: bool = False  # an input, not a constant: the kernel packs it
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,12 @@ def build_tile(s: Schedule, shape: TileShape, t: Tile) -> bool:
     if t.pack and shape.panel is not None:
         # B[k, j] stored as panels [j / vec, k, vec] (the last one zero-padded): the k loop
         # then walks one contiguous run instead of a row of B (up to a page apart) per step.
-        s.layout(st, shape.panel, (1, 0, 2), (1, vec))
+        # A constant is stored so by build; an input the kernel copies first.
+        order, block = panel_layout(shape.panel_rank, vec)
+        if shape.panel_at_run_time:
+            s.pack(st, shape.panel, order, block)
+        else:
+            s.layout(st, shape.panel, order, block)
     io = ii = None
     if row_axis is not None:
         io, ii = s.split(st, row_axis, rows)

@@ -13,6 +13,7 @@ and its reads of those tensors read the copies.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -88,9 +89,12 @@ def identity(combiner: str, dtype: str) -> Expr:
 
 
 class _Lowerer:
-    def __init__(self, sched: Schedule, buffers: dict[int, Buffer]) -> None:
+    def __init__(self, sched: Schedule, buffers: dict[int, Buffer],
+                 packed: dict[int, tuple[Buffer, Layout]] | None = None) -> None:
         self.sched = sched
         self.buffers = buffers  # tensor uid -> buffer, for every materialised tensor
+        # input tensor uid -> the copy the kernel makes of it first, in its layout
+        self.packed = packed or {}
         self.inlined = {st.tensor.uid: st for st in sched.stages if st.inline}
         self.bounds: dict[int, tuple[int, int]] = {}
         # tensor uid -> (indices it may be read at, value): a tile being written back.
@@ -119,6 +123,9 @@ class _Lowerer:
                 return self.expr(body)
             buf = self.buffers[t.uid]
             layout = self.sched.layouts.get(t.name) if t.op is None else None
+            packed = self.packed.get(t.uid)
+            if packed is not None:  # read the copy the kernel made (``pack``)
+                buf, layout = packed
             if layout is not None:
                 indices = stored_indices(indices, layout)
             return Load(buf, (simplify(flat_index(buf.shape, indices), self.bounds),), t.dtype)
@@ -447,6 +454,51 @@ def stored_indices(indices: tuple[Expr, ...], layout: Layout) -> tuple[Expr, ...
     return tuple(indices[a] for a in layout.order)
 
 
+#: A packing copy runs its rows in parallel from this many elements on.
+PACK_PARALLEL_MIN = 1 << 15
+
+
+def _pack(t: Tensor, source: Buffer, layout: Layout) -> tuple[Stmt, Buffer]:
+    """The loop nest copying input ``t`` (in ``source``) into a scratch buffer in
+    ``layout`` (a ``pack`` step), and that buffer. A partial last block is zero-filled.
+    The copy is itself a scheduled compute: rows (all axes but the last) shared by the
+    threads, the last axis one vector loop."""
+    from .tensor import compute
+
+    shape = stored_shape(t.shape, layout.order, layout.block)
+    extra = 1 if layout.block is not None else 0
+
+    def element(*stored: Expr) -> Expr:
+        before: list[Expr] = [const(0)] * len(shape)
+        for position, axis in enumerate(layout.order):
+            before[axis] = stored[position]
+        if layout.block is None:
+            return Load(t, tuple(before), t.dtype)
+        axis, factor = layout.block
+        index = before[axis] * factor + before[axis + 1]
+        original = [*before[:axis], index, *before[axis + 2:]]
+        if t.shape[axis] % factor == 0:
+            return Load(t, tuple(original), t.dtype)
+        clamped = binary("max", binary("min", index, const(t.shape[axis] - 1)), const(0))
+        read = Load(t, tuple([*before[:axis], clamped, *before[axis + 2:]]), t.dtype)
+        return select(binary("lt", index, const(t.shape[axis])), read, const(0.0, t.dtype))
+
+    assert len(shape) == t.ndim + extra
+    copy = compute(shape, element, f"{t.name}_packed")
+    s = Schedule([copy])
+    st = s.stages[0]
+    names = [lf.name for lf in st.leaves]
+    rows = names[0]
+    for name in names[1:-1]:
+        rows = s.fuse(st.name, rows, name)
+    if len(names) > 1:
+        s.vectorize(st.name, names[-1])
+        if math.prod(shape) >= PACK_PARALLEL_MIN:
+            s.parallel(st.name, rows)
+    buf = Buffer(copy.name, shape, t.dtype)
+    return _Lowerer(s, {t.uid: source, copy.uid: buf}).stage(s.stages[0]), buf
+
+
 def lower(sched: Schedule, inputs: list[Tensor], outputs: list[Tensor],
           name: str = "kernel") -> PrimFunc:
     """Lower ``sched`` into a function taking ``inputs``, then ``outputs``, then scratch."""
@@ -468,8 +520,18 @@ def lower(sched: Schedule, inputs: list[Tensor], outputs: list[Tensor],
             buf = Buffer(st.tensor.name, st.tensor.shape, st.tensor.dtype)
             buffers[st.tensor.uid] = buf
             params.append(buf)
-    low = _Lowerer(sched, buffers)
-    body = Seq([low.stage(st) for st in sched.stages if not st.inline and not st.merged])
+    packing: list[Stmt] = []
+    packed: dict[int, tuple[Buffer, Layout]] = {}
+    for t in inputs:
+        layout = sched.packs.get(t.name)
+        if layout is not None:
+            copy, buf = _pack(t, buffers[t.uid], layout)
+            params.append(buf)
+            packing.append(copy)
+            packed[t.uid] = (buf, layout)
+    low = _Lowerer(sched, buffers, packed)
+    body = Seq([*packing,
+                *(low.stage(st) for st in sched.stages if not st.inline and not st.merged)])
     func = PrimFunc(name, params, body, len(inputs), len(outputs))
     if layouts:
         func.attrs["layouts"] = layouts

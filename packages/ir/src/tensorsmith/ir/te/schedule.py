@@ -128,6 +128,8 @@ class Schedule:
         self.steps: list[Step] = []
         # input tensor name -> the layout it is stored in (see ``layout``)
         self.layouts: dict[str, Layout] = {}
+        # input tensor name -> the layout the kernel copies it into at run time (``pack``)
+        self.packs: dict[str, Layout] = {}
         seen: set[int] = set()
         for t in outputs:
             self._visit(t, seen)
@@ -228,6 +230,21 @@ class Schedule:
             args += (transform,)
         self.apply(Step("layout", _name(stage), args))
 
+    def pack(self, stage: Tensor | str, tensor: Tensor | str, order: tuple[int, ...],
+             block: tuple[int, int] | None = None) -> None:
+        """Read input ``tensor`` in another layout (as :meth:`layout` describes) that the
+        kernel makes itself, at run time: it first copies the tensor into a scratch
+        buffer in that layout (rows in parallel, in vectors), and ``stage`` reads the
+        copy. For inputs that are not constants, which ``build`` cannot store otherwise:
+        a product of two activations (attention's) reads its right-hand side as panels
+        ``[N/v, K, v]``, one contiguous run per step of the reduction, where the rows of
+        ``B`` it would read are ``N`` elements apart (at N = 4096 each step a new page,
+        and every row in the same cache set)."""
+        args: tuple[Any, ...] = (_name(tensor), [int(a) for a in order])
+        if block is not None:
+            args += ([int(block[0]), int(block[1])],)
+        self.apply(Step("pack", _name(stage), args))
+
     def fuse_epilogue(self, stage: Tensor | str, consumer: Tensor | str) -> None:
         """Apply elementwise ``consumer`` to ``stage``'s cached tile as it is written back,
         so the reduction's result never goes through memory."""
@@ -294,18 +311,11 @@ class Schedule:
 
     def _layout(self, st: Stage, tensor: str, order: list[int],
                 block: list[int] | None = None, transform: str | None = None) -> None:
-        found = [t for t in input_tensors(st.tensor) if t.name == tensor]
-        if not found or found[0].op is not None:
-            raise ValueError(f"layout: stage {st.name} reads no input tensor named {tensor!r}")
-        axes = found[0].ndim + (1 if block else 0)
-        if sorted(order) != list(range(axes)):
-            raise ValueError(f"layout: {list(order)} is not an axis order of {tensor} "
-                             f"({axes} axes)")
-        if block and (not 0 <= block[0] < found[0].ndim or block[1] < 1):
-            raise ValueError(f"layout: cannot cut axis {block[0]} of {tensor} "
-                             f"{list(found[0].shape)} into blocks of {block[1]} (a block "
-                             f"size is positive; the last block may be partial)")
-        self.layouts[tensor] = Layout(tuple(order), tuple(block) if block else None, transform)
+        self.layouts[tensor] = _checked_layout(st, tensor, order, block, transform)
+
+    def _pack(self, st: Stage, tensor: str, order: list[int],
+              block: list[int] | None = None) -> None:
+        self.packs[tensor] = _checked_layout(st, tensor, order, block, None)
 
     def _fuse_epilogue(self, st: Stage, consumer: str) -> None:
         from .visit import collect_loads
@@ -331,6 +341,23 @@ class Schedule:
         if st.tensor in self.outputs:
             raise ValueError(f"cannot inline output stage {st.name}")
         st.inline = True
+
+
+def _checked_layout(st: Stage, tensor: str, order: list[int], block: list[int] | None,
+                    transform: str | None) -> Layout:
+    """The layout ``order``/``block`` of input ``tensor`` read by ``st``, checked."""
+    found = [t for t in input_tensors(st.tensor) if t.name == tensor]
+    if not found or found[0].op is not None:
+        raise ValueError(f"layout: stage {st.name} reads no input tensor named {tensor!r}")
+    axes = found[0].ndim + (1 if block else 0)
+    if sorted(order) != list(range(axes)):
+        raise ValueError(f"layout: {list(order)} is not an axis order of {tensor} "
+                         f"({axes} axes)")
+    if block and (not 0 <= block[0] < found[0].ndim or block[1] < 1):
+        raise ValueError(f"layout: cannot cut axis {block[0]} of {tensor} "
+                         f"{list(found[0].shape)} into blocks of {block[1]} (a block "
+                         f"size is positive; the last block may be partial)")
+    return Layout(tuple(order), tuple(block) if block else None, transform)
 
 
 def _name(stage: Tensor | str) -> str:
