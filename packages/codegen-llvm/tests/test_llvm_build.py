@@ -90,11 +90,12 @@ def test_batched_matmul_broadcast(tmp_path: Path) -> None:
               "y": rng.standard_normal((4, 6, 3)).astype("float32")}, tmp_path, 1e-4)
 
 
-@pytest.mark.parametrize("shapes", [((70, 33), (33, 130)), ((2, 3, 64, 9), (2, 3, 9, 197))],
+@pytest.mark.parametrize("shapes", [((70, 333), (333, 530)), ((2, 3, 64, 90), (2, 3, 90, 1497))],
                          ids=["2d", "attention"])
 def test_product_of_two_inputs_packs_its_right_hand_side(shapes, tmp_path: Path) -> None:  # noqa: ANN001
-    """64 rows or more: the kernel copies ``y`` into zero-padded panels first (its scratch
-    buffer in the model's workspace), with a partial last panel (130 and 197 columns)."""
+    """64 rows or more, ``y`` over half the L2 cache: the kernel copies ``y`` into
+    zero-padded panels first (its scratch buffer in the model's workspace), with a
+    partial last panel (530 and 1497 columns)."""
     b = GraphBuilder()
     x, y = b.input("x", shapes[0], "float32"), b.input("y", shapes[1], "float32")
     g = b.finish([b.add1("relu", [b.add1("matmul", [x, y], name="mm")], name="r")])

@@ -4,6 +4,7 @@ depthwise, small images, strides) must keep the result exact."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -380,10 +381,11 @@ def test_column_sums_are_a_product_of_one_row(resources: CpuResources) -> None:
                          ids=["2d", "batched"])
 def test_input_right_hand_side_is_packed_at_run_time(resources: CpuResources,
                                                      shapes: list[tuple[int, ...]]) -> None:
-    """A product of two inputs with 64 rows or more copies its right-hand side into
-    zero-padded panels first (a scratch buffer, not a stored layout the caller must
-    make), and reads the copy: the result is exact, the last panel partial."""
-    func = check("matmul", shapes, {}, resources)
+    """A product of two inputs with 64 rows or more, whose right-hand side does not fit
+    half the L2 cache, copies that into zero-padded panels first (a scratch buffer, not
+    a stored layout the caller must make), and reads the copy: the result is exact, the
+    last panel partial. (An L2 of 1 KiB keeps the shapes small for the interpreter.)"""
+    func = check("matmul", shapes, {}, dataclasses.replace(resources, l2_bytes=1024))
     assert "layouts" not in func.attrs  # the caller passes B as it is
     (scratch,) = func.params[3:]
     rows, cols = shapes[1][-2:]
@@ -394,7 +396,9 @@ def test_input_right_hand_side_is_packed_at_run_time(resources: CpuResources,
     assert copy.var.name.startswith("in1_packed")  # the copy runs first
 
 
-def test_few_rows_read_the_input_right_hand_side_in_place() -> None:
-    """32 rows: the copy would cost a large share of the product's own memory traffic."""
-    func = check("matmul", [(32, 30), (30, 40)], {}, AVX2)
-    assert len(func.params) == 3
+def test_few_rows_or_a_small_input_are_read_in_place() -> None:
+    """32 rows: the copy would cost a large share of the product's own memory traffic;
+    a right-hand side in the L2 cache (attention's): no gain to pay for."""
+    tiny = dataclasses.replace(AVX2, l2_bytes=1024)
+    assert len(check("matmul", [(32, 30), (30, 40)], {}, tiny).params) == 3
+    assert len(check("matmul", [(64, 30), (30, 40)], {}, AVX2).params) == 3
