@@ -62,9 +62,10 @@ def last_axis_contiguous(st: Stage) -> bool:
                for e in walk(op.body))
 
 
-def packable_weight(st: Stage, constants: frozenset[str]) -> str | None:
-    """The constant 2-D right-hand side ``B[k, j]`` of a matrix product (``j`` the
-    output's last axis, ``k`` a reduce axis), which may be stored as panels."""
+def right_hand_side(st: Stage) -> Tensor | None:
+    """The input placeholder ``B[.., k, j]`` a matrix product reads (``j`` the output's
+    last axis, ``k`` a reduce axis, the leading indices free of the reduction): what may
+    be stored, or copied, as panels."""
     op = st.tensor.op
     assert op is not None
     if not op.reduce_axes or len(op.axes) < 2:
@@ -73,32 +74,27 @@ def packable_weight(st: Stage, constants: frozenset[str]) -> str | None:
     reduce_vars = {id(a.var) for a in op.reduce_axes}
     for load in collect_loads(op.body):
         t = load.buffer
-        if (isinstance(t, Tensor) and t.op is None and t.name in constants and t.ndim == 2
-                and load.indices[1] is j and isinstance(load.indices[0], Var)
-                and id(load.indices[0]) in reduce_vars):
-            return t.name
+        if (isinstance(t, Tensor) and t.op is None and t.ndim >= 2 and load.indices[-1] is j
+                and isinstance(load.indices[-2], Var) and id(load.indices[-2]) in reduce_vars
+                and not any(id(v) in reduce_vars for i in load.indices[:-2]
+                            for v in free_vars(i))):
+            return t
     return None
+
+
+def packable_weight(st: Stage, constants: frozenset[str]) -> str | None:
+    """The constant 2-D right-hand side ``B[k, j]`` of a matrix product, which ``build``
+    may store as panels."""
+    t = right_hand_side(st)
+    return t.name if t is not None and t.name in constants and t.ndim == 2 else None
 
 
 def packable_input(st: Stage, constants: frozenset[str]) -> str | None:
     """The right-hand side ``B[.., k, j]`` of a matrix product when it is an input the
     kernel reads at run time, not a constant (attention's ``K^T`` and ``V``): the kernel
     may copy it into panels first (``Schedule.pack``)."""
-    op = st.tensor.op
-    assert op is not None
-    if not op.reduce_axes or len(op.axes) < 2:
-        return None
-    j = op.axes[-1].var
-    reduce_vars = {id(a.var) for a in op.reduce_axes}
-    for load in collect_loads(op.body):
-        t = load.buffer
-        if (isinstance(t, Tensor) and t.op is None and t.name not in constants
-                and t.ndim >= 2 and load.indices[-1] is j
-                and isinstance(load.indices[-2], Var) and id(load.indices[-2]) in reduce_vars
-                and not any(id(v) in reduce_vars for i in load.indices[:-2]
-                            for v in free_vars(i))):
-            return t.name
-    return None
+    t = right_hand_side(st)
+    return t.name if t is not None and t.name not in constants else None
 
 
 def panel_layout(ndim: int, vec: int) -> tuple[tuple[int, ...], tuple[int, int]]:
