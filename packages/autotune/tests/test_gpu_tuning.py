@@ -26,7 +26,7 @@ from autotune_testing import (
 from tensorsmith.autotune.artifact import lower_candidate
 from tensorsmith.autotune.features import NUM_FEATURES, extract_features
 from tensorsmith.autotune.measure import BuildResult, LocalRunner
-from tensorsmith.autotune.space import SearchSpace, space_for, steps_key
+from tensorsmith.autotune.space import SearchSpace, steps_key
 from tensorsmith.autotune.task import Task, extract_tasks
 from tensorsmith.autotune.tuner import tune
 from tensorsmith.ir import GraphBuilder, build
@@ -66,8 +66,8 @@ def test_space_follows_the_target() -> None:
     (cpu,) = extract_tasks(matmul(4, 5, 6))
     (gpu,) = extract_tasks(matmul(4, 5, 6), target="opencl")
     # one space for every target: the knobs its rules ask for
-    assert {k.name for _, k in space_for(cpu).knobs} >= {"vec", "rows", "outer_order"}
-    assert {k.name for _, k in space_for(gpu).knobs} == {"ty", "tx", "ri", "rj", "kt",
+    assert {k.name for _, k in SearchSpace(cpu).knobs} >= {"vec", "rows", "outer_order"}
+    assert {k.name for _, k in SearchSpace(gpu).knobs} == {"ty", "tx", "ri", "rj", "kt",
                                                           "prefetch"}
 
 

@@ -27,7 +27,7 @@ from tensorsmith.ir.te.schedule import Step
 
 from .cost_model import CostModel
 from .features import NUM_FEATURES, extract_features
-from .space import Config, SearchSpace, space_for, steps_key
+from .space import Config, SearchSpace, steps_key
 from .task import Task
 
 
@@ -45,7 +45,7 @@ class TaskSearch:
                  population: int = 256, generations: int = 4, eps: float = 0.1,
                  elite: int = 8) -> None:
         self.task = task
-        self.space: SearchSpace = space_for(task)
+        self.space = SearchSpace(task)
         self.seeds = self.space.seeds()
         self.model = model
         self.rng = rng

@@ -149,9 +149,12 @@ class SearchSpace:
                 continue
             for choice in knob.choices:
                 config = (*base[:j], choice, *base[j + 1:])
-                if config in out or not self.valid(config):
+                if config in out:
                     continue
-                key = steps_key(self.steps(config))
+                try:
+                    key = steps_key(self.steps(config))
+                except KnobConflict:  # not in the space
+                    continue
                 if key not in seen:
                     seen.add(key)
                     out.append(config)
@@ -214,11 +217,6 @@ class SearchSpace:
 
     def steps(self, config: Config) -> list[Step]:
         return list(self.schedule(config).steps)
-
-
-def space_for(task: Task) -> SearchSpace:
-    """The search space of ``task`` (whatever its target: the rules decide)."""
-    return SearchSpace(task)
 
 
 #: Weight transforms that compute a convolution faster than the direct loop nest, tried

@@ -306,11 +306,7 @@ class VectorEmitter:
             element = j * step
             i = next(i for i in range(len(starts) - 1, -1, -1) if starts[i] <= element)
             pick.append(i * lanes + element - starts[i])
-        wide = chunks[0]
-        if len(chunks) > 1:
-            wide = _concat(b, chunks)
-        if wide.type.count == lanes and pick == list(range(lanes)):  # type: ignore[union-attr]
-            return wide
+        wide = _concat(b, chunks)
         return b.shuffle_vector(wide, ir.Constant(wide.type, ir.Undefined), vector(
             ir.VectorType(ir.IntType(32), lanes), pick))
 

@@ -59,9 +59,16 @@ from .cpu_sizes import (
     register_tile,
     small_image,
 )
-from .cpu_tile import UNROLL_MAX_TABLE, Tile, TileShape, build_tile, check_tile
+from .cpu_tile import (
+    UNROLL_MAX_TABLE,
+    Tile,
+    TileShape,
+    build_tile,
+    check_tile,
+    split_or_keep,
+)
 from .epilogue import epilogue_consumer, stage_readers
-from .knobs import Choose, conflict_unless, default_choice
+from .knobs import Choose, conflict_unless
 
 PARALLEL_MIN_WORK = 1 << 15
 #: Elements per vector chunk of a flat elementwise loop (LLVM splits it into registers).
@@ -98,13 +105,6 @@ class CpuRules:
         self.out_ids = {t.uid for t in s.outputs}
         self.readers = stage_readers(s)
 
-    def ask(self, st: Stage, knob: str, default: Any, choices: Sequence[Any] = ()) -> Any:
-        """``choose``, except for a stage merged into a tile's write-back: its loops are
-        never emitted, so its knobs do not exist (and equal programs keep equal steps)."""
-        if st.merged:
-            return default
-        return self.choose(st, knob, default, choices)
-
     # -- elementwise stages ----------------------------------------------------------
     def inline(self, st: Stage) -> None:
         self.s.compute_inline(st.name)
@@ -117,7 +117,7 @@ class CpuRules:
         rest a vector loop, and each select is then one branch per row (lowering turns
         a select that every lane agrees on into a branch)."""
         row_axes = select_rows(st, self.s)
-        by_rows = bool(row_axes) and self.ask(st, "by_rows", True, YES_NO)
+        by_rows = bool(row_axes) and self.choose(st, "by_rows", True, YES_NO)
         self.loops(st, row_axes if by_rows else 0, self.loop_knobs(st, VECTOR_BLOCK))
 
     def padding(self, st: Stage) -> None:
@@ -131,10 +131,10 @@ class CpuRules:
         assert op is not None
         inline = False
         if st.tensor.uid not in self.out_ids:
-            inline = self.ask(st, "inline", reads_padding_in_place(
+            inline = self.choose(st, "inline", reads_padding_in_place(
                 st, self.readers, self.out_ids, self.res), NO_YES)
         row_axes = len(op.axes) - 1
-        by_rows = row_axes > 0 and self.ask(st, "by_rows", True, YES_NO)
+        by_rows = row_axes > 0 and self.choose(st, "by_rows", True, YES_NO)
         vec, _ = register_tile(self.res, op.axes[-1].extent, 1)
         knobs = self.loop_knobs(st, vec)  # asked even when inlined: the tuner may not
         if inline:
@@ -146,11 +146,11 @@ class CpuRules:
         """The knobs of an elementwise stage's loops (see :meth:`loops`)."""
         work = math.prod(lf.extent for lf in st.leaves)
         return {
-            "chunk": self.ask(st, "chunk", VECTOR_BLOCK if work >= 2 * VECTOR_BLOCK else 0,
+            "chunk": self.choose(st, "chunk", VECTOR_BLOCK if work >= 2 * VECTOR_BLOCK else 0,
                               options(work, (0, 8, 16, 32, 64))),
-            "row_vec": self.ask(st, "row_vec", row_vec, (8, 16, 32, 64)),
-            "vectorize": self.ask(st, "vectorize", True, YES_NO),
-            "parallel": self.ask(st, "parallel", work >= PARALLEL_MIN_WORK, NO_YES)}
+            "row_vec": self.choose(st, "row_vec", row_vec, (8, 16, 32, 64)),
+            "vectorize": self.choose(st, "vectorize", True, YES_NO),
+            "parallel": self.choose(st, "parallel", work >= PARALLEL_MIN_WORK, NO_YES)}
 
     def loops(self, st: Stage, row_axes: int, knobs: dict[str, Any]) -> None:
         """The loops of an elementwise stage: with ``row_axes``, the first that many axes
@@ -182,16 +182,10 @@ class CpuRules:
         handful of terms its matrix row holds) over a vector of the row's tiles, whose
         inputs are ``m`` apart (one strided load per patch element)."""
         work = math.prod(lf.extent for lf in st.leaves)
-        vectorize = self.ask(st, "vectorize", True, YES_NO)
-        parallel = self.ask(st, "parallel", work >= PARALLEL_MIN_WORK, NO_YES)
+        vectorize = self.choose(st, "vectorize", True, YES_NO)
+        parallel = self.choose(st, "parallel", work >= PARALLEL_MIN_WORK, NO_YES)
         e, n, c, p = (lf.name for lf in st.leaves)
-        columns = _tile_columns(st)
-        if columns <= 1:
-            rows, cols = p, None
-        elif columns >= st.leaf(p).extent:
-            rows, cols = None, p
-        else:
-            rows, cols = self.s.split(st.name, p, columns)
+        rows, cols = split_or_keep(self.s, st.name, p, st.leaf(p).extent, _tile_columns(st))
         self.s.reorder(st.name, *[x for x in (c, rows, e, n, cols) if x is not None])
         self.s.unroll(st.name, e)
         self.s.unroll(st.name, n)
@@ -215,12 +209,12 @@ class CpuRules:
         outputs = math.prod(lf.extent for lf in st.leaves if not lf.reduce)
         last = st.leaves[-1].extent if reduce else 1
         work = math.prod(lf.extent for lf in st.leaves)
-        chunk = self.ask(st, "chunk", 0, options(outputs, (0, 4, 8, 16, 32, 64))
+        chunk = self.choose(st, "chunk", 0, options(outputs, (0, 4, 8, 16, 32, 64))
                          if spatial else (0,))
-        lanes_n = self.ask(st, "rfactor", 0, options(last // 2, (0, 8, 16, 32, 64))
+        lanes_n = self.choose(st, "rfactor", 0, options(last // 2, (0, 8, 16, 32, 64))
                            if spatial else (0,))
-        rsplit = self.ask(st, "rsplit", 0, options(last - 1, (0, 4, 8, 16)))
-        parallel = self.ask(st, "parallel", work >= PARALLEL_MIN_WORK, NO_YES)
+        rsplit = self.choose(st, "rsplit", 0, options(last - 1, (0, 4, 8, 16)))
+        parallel = self.choose(st, "parallel", work >= PARALLEL_MIN_WORK, NO_YES)
         conflict_unless(not (lanes_n and chunk),
                         "one vector loop: lanes run across outputs or along the reduction")
         conflict_unless(lanes_n * max(rsplit, 1) <= last, "the split exceeds the reduction")
@@ -262,7 +256,7 @@ class CpuRules:
         vec, rows = register_tile(self.res, cols, row_extent, element_bytes(st))
         weight = packable_weight(st, self.constants)
         shape = self.tile_shape(st, row, panel=weight or packable_input(st, self.constants))
-        vec = self.ask(st, "vec", vec, options(cols, (4, 8, 16, 24, 32, 48, 64)))
+        vec = self.vec_knob(st, vec, cols)
         # B[k, j] stored as panels [j / vec, k, vec] (the last one zero-padded): the k loop
         # then walks one contiguous run instead of a row of B (up to a page apart) per
         # step, which is what kept wide products far from the FMA peak. A constant is
@@ -272,7 +266,7 @@ class CpuRules:
         depth = math.prod(a.extent for a in op.reduce_axes)
         big = depth * cols * element_bytes(st) > self.res.l2_bytes // 2
         worth = cols > vec and (weight is not None or (row_extent >= PACK_MIN_ROWS and big))
-        pack = shape.panel is not None and self.ask(st, "pack", worth, NO_YES)
+        pack = shape.panel is not None and self.choose(st, "pack", worth, NO_YES)
         kblock, panels = self.blocking(st, vec)
         order = "cols_first" if kblock else self.matmul_order(st)
         self.tile(st, shape, vec=vec, rows=rows, outer_order=order, tile_cols=panels,
@@ -344,7 +338,7 @@ class CpuRules:
         height, width = op.axes[2].extent, op.axes[3].extent
         flat = op.tag == "conv2d" and (pointwise_conv(st) or small_image(st, self.res))
         shape = self.tile_shape(st, 1, weight=channel_vector_weight(st, self.constants))
-        flatten = flat and self.ask(st, "flatten", True, YES_NO)
+        flatten = flat and self.choose(st, "flatten", True, YES_NO)
         # Lanes over output channels, except for a pointwise convolution or small image
         # of many pixels (``flat``): that is a plain matrix product over the flattened
         # image already, whose long contiguous rows make the wider tile. Up to
@@ -355,8 +349,9 @@ class CpuRules:
             not flat or height * width <= FLAT_CHANNEL_PIXELS) else "cols"
         cols = height * width if flatten else width
         vec, rows = register_tile(self.res, cols, op.axes[1].extent, element_bytes(st))
+        vec = self.vec_knob(st, vec, cols)
         channels = self.channel_tile(st, channel_vec) if shape.weight is not None else {}
-        vec_axis = self.ask(st, "vec_axis", lanes_default, ("cols", "channels")) \
+        vec_axis = self.choose(st, "vec_axis", lanes_default, ("cols", "channels")) \
             if shape.weight is not None else "cols"
         order = self.conv_order(st) if vec_axis == "channels" else "cols_first"
         self.tile(st, shape, vec=vec, rows=rows, outer_order=order, flatten=flatten,
@@ -370,7 +365,10 @@ class CpuRules:
         The rows of a tile share the channel's weights (one broadcast per tap for all of
         them) and overlap in the input rows they read, so the unrolled taps load each
         input vector once for several rows. Lanes run along the output row."""
+        op = st.tensor.op
+        assert op is not None
         vec, rows = depthwise_tile(self.res, st)
+        vec = self.vec_knob(st, vec, op.axes[3].extent)
         self.tile(st, self.tile_shape(st, 2), vec=vec, rows=rows, outer_order="natural")
 
     def winograd_output(self, st: Stage) -> None:
@@ -382,11 +380,12 @@ class CpuRules:
         shape = self.tile_shape(st, 1)
         vec, rows = register_tile(self.res, op.axes[-1].extent, op.axes[1].extent,
                                   element_bytes(st))
+        vec = self.vec_knob(st, vec, op.axes[-1].extent)
         table = math.prod(a.extent for a in op.reduce_axes)
         rows = max(1, min(rows, UNROLL_MAX_TABLE // table))
         pixels, channels = op.axes[-1].extent, op.axes[1].extent
         self.tile(st, shape, vec=vec, rows=rows, outer_order="cols_first",
-                  vec_axis=self.ask(st, "vec_axis", "channels", ("cols", "channels")),
+                  vec_axis=self.choose(st, "vec_axis", "channels", ("cols", "channels")),
                   cvec=min(16, channels), crows=min(8, pixels, rows), unroll_reduce=True)
 
     def channel_block(self, st: Stage) -> int:
@@ -467,20 +466,26 @@ class CpuRules:
             operand.ndim if operand is not None else 2,
             panel is not None and panel not in self.constants)
 
+    def vec_knob(self, st: Stage, vec: int, cols: int) -> int:
+        """The register tile's lanes per row (``vec``), asked once: a rule may size other
+        choices by it (a product's panels and k blocks) before it builds the tile."""
+        return self.choose(st, "vec", vec, options(cols, (4, 8, 16, 24, 32, 48, 64)))
+
     def tile(self, st: Stage, shape: TileShape, *, vec: int, rows: int, outer_order: str,
              tile_cols: int = 1, kblock: int | None = None, flatten: bool = False,
              pack: bool = False, vec_axis: str = "cols", cvec: int = 0, crows: int = 0,
              unroll_reduce: bool = False) -> None:
-        """Ask every knob of a register tile, with the rule's choices as defaults, and
-        build it (cpu_tile.py). Products (not windows) may also run their reduction in
-        cache-sized blocks: ``kblock`` is their rule's choice (0: one block)."""
+        """Ask every other knob of a register tile (``vec`` is :meth:`vec_knob`'s
+        answer), with the rule's choices as defaults, and build it (cpu_tile.py).
+        Products (not windows) may also run their reduction in cache-sized blocks:
+        ``kblock`` is their rule's choice (0: one block)."""
         ext = shape.extent
         cols = ext[shape.spatial[-1]] * (ext[shape.spatial[-2]] if flatten else 1)
         height = ext[shape.row] if shape.row else 1
         depth = ext[shape.kaxis]
-        ask = self.ask
+        ask = self.choose
         knobs: dict[str, Any] = dict(
-            vec=ask(st, "vec", vec, options(cols, (4, 8, 16, 24, 32, 48, 64))),
+            vec=vec,
             rows=ask(st, "rows", rows if shape.row else 1,
                      options(height, (1, 2, 3, 4, 5, 6, 8, 10, 12))),
             outer_order=ask(st, "outer_order", outer_order,
@@ -534,4 +539,4 @@ def _tile_columns(stage: Stage) -> int:
     return op.axes[-1].extent
 
 
-__all__ = ["CpuRules", "default_choice"]
+__all__ = ["CpuRules"]

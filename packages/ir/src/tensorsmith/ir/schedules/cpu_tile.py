@@ -150,7 +150,7 @@ def build_tile(s: Schedule, shape: TileShape, t: Tile) -> bool:
         io, ii = s.split(st, row_axis, rows)
     ioi = joi = None
     if t.tile_rows > 1 and io is not None:
-        io, ioi = _split(s, st, io, s[st].leaf(io).extent, t.tile_rows)
+        io, ioi = split_or_keep(s, st, io, s[st].leaf(io).extent, t.tile_rows)
     if 1 < t.tile_cols < s[st].leaf(jo).extent:
         jo, joi = s.split(st, jo, t.tile_cols)
     others = [a for a in spatial if a not in (row_axis, vec_axis)]
@@ -211,7 +211,7 @@ def build_tile(s: Schedule, shape: TileShape, t: Tile) -> bool:
     return cached
 
 
-def _split(s: Schedule, stage: str, leaf: str, extent: int, factor: int
+def split_or_keep(s: Schedule, stage: str, leaf: str, extent: int, factor: int
            ) -> tuple[str | None, str | None]:
     """(outer, inner) of ``leaf`` split by ``factor``; either is None when it would be 1."""
     if factor <= 1:

@@ -26,8 +26,6 @@ from ..te.visit import collect_loads
 from .gpu_gemm import MAX_INVOCATIONS, MAX_REGISTER_TILE, SHARED_FLOATS, pow2_at_least, up_to
 from .knobs import Choose, conflict_unless
 
-INVOCATIONS = MAX_INVOCATIONS
-
 
 @dataclass(frozen=True)
 class ConvTiles:
@@ -87,8 +85,8 @@ def choose_tiles(st: Stage) -> ConvTiles | None:
                    key=lambda k: (c % k != 0, -k))
     for ri in (4, 2, 1) if o >= 32 else (1,):  # fewer channels per workgroup if need be
         to = min(16, pow2_at_least(-(-o // ri)))
-        tx = min(pow2_at_least(-(-ow // rj)), INVOCATIONS // to)
-        ty = min(pow2_at_least(oh), max(1, INVOCATIONS // (to * tx)))
+        tx = min(pow2_at_least(-(-ow // rj)), MAX_INVOCATIONS // to)
+        ty = min(pow2_at_least(oh), max(1, MAX_INVOCATIONS // (to * tx)))
         for kt in steps:
             tiles = ConvTiles(to, ty, tx, ri, rj, kt)
             if shared_floats(st, tiles) <= SHARED_FLOATS:
@@ -101,8 +99,7 @@ def ask_tiles(st: Stage, choose: Choose, d: ConvTiles) -> ConvTiles:
     the default must fit every device's limits and its shared memory."""
     op = st.tensor.op
     assert op is not None
-    _, o, _, ow = (a.extent for a in op.axes)
-    oh = op.axes[2].extent
+    _, o, oh, ow = (a.extent for a in op.axes)
     c = op.reduce_axes[0].extent
     t = ConvTiles(choose(st, "to", d.to, up_to((1, 2, 4, 8, 16, 32), pow2_at_least(o))),
                   choose(st, "ty", d.ty, up_to((1, 2, 4, 8, 16), pow2_at_least(oh))),

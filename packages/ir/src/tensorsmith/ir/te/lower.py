@@ -466,7 +466,6 @@ def _pack(t: Tensor, source: Buffer, layout: Layout) -> tuple[Stmt, Buffer]:
     from .tensor import compute
 
     shape = stored_shape(t.shape, layout.order, layout.block)
-    extra = 1 if layout.block is not None else 0
 
     def element(*stored: Expr) -> Expr:
         before: list[Expr] = [const(0)] * len(shape)
@@ -479,11 +478,10 @@ def _pack(t: Tensor, source: Buffer, layout: Layout) -> tuple[Stmt, Buffer]:
         original = [*before[:axis], index, *before[axis + 2:]]
         if t.shape[axis] % factor == 0:
             return Load(t, tuple(original), t.dtype)
-        clamped = binary("max", binary("min", index, const(t.shape[axis] - 1)), const(0))
+        clamped = maximum(minimum(index, const(t.shape[axis] - 1)), const(0))
         read = Load(t, tuple([*before[:axis], clamped, *before[axis + 2:]]), t.dtype)
         return select(binary("lt", index, const(t.shape[axis])), read, const(0.0, t.dtype))
 
-    assert len(shape) == t.ndim + extra
     copy = compute(shape, element, f"{t.name}_packed")
     s = Schedule([copy])
     st = s.stages[0]
