@@ -18,7 +18,7 @@ import numpy as np
 
 from tensorsmith.runtime.layouts import to_stored
 
-from .codegen import get_codegen
+from .codegen import get_codegen, target_resources
 from .errors import ModelError
 from .graph import Graph, Node, Value
 from .lowering import lower_group, workload_key
@@ -32,6 +32,7 @@ from .passes import (
     fuse_ops,
     plan_memory,
 )
+from .passes.blocked_layout import block_layouts
 from .passes.memory_plan import ALIGN
 from .records import load_best_steps
 from .schedules import default_schedule
@@ -98,13 +99,18 @@ def fused_groups(mod: Graph, params: Mapping[str, np.ndarray] | None = None, opt
     graph = _bind_params(mod.copy(), params or {})
     _copy_passthrough_outputs(graph)
     pm = default_pipeline(opt_level)
+    tgt = Target.parse(target) if target is not None else None
+    if tgt is not None and tgt.family == "cpu":
+        # windows run on blocks of the CPU's float lanes (passes/blocked_layout.py)
+        lanes = target_resources(tgt).lanes(4)
+        pm.add("block_layouts", lambda g: block_layouts(g, lanes), 2)
     pm.dump = dump
     graph = pm.run(graph)
     if timings is not None:
         timings += pm.timings
     # the CPU runtime places every plan buffer by its offset in one workspace; others
     # (OpenCL) give each its own memory, so only there can a value live inside another
-    in_place = opt_level >= 1 and target is not None and Target.parse(target).family == "cpu"
+    in_place = opt_level >= 1 and tgt is not None and tgt.family == "cpu"
     views = concat_views(graph) if in_place else ConcatViews()
     groups = fuse_ops(graph, enabled=opt_level >= 1, standalone=views.nodes)
     homes = dict(views.views)

@@ -3,6 +3,12 @@
 Padding is its own stage (``*_pad``): materialized once per kernel it makes every load
 of the convolution's inner loop unconditional and contiguous, which is what lets the
 CPU schedule vectorize across output columns.
+
+Both also run on channel-blocked activations (``NCHW[b]c``: ``[N, C / b, H, W, b]``,
+see passes/blocked_layout.py). A convolution with ``block=b`` writes its output so; its
+input may be blocked (rank 5) or plain NCHW (a first layer of three channels). A pooling
+window of a rank-5 input keeps the input's blocks. Weights stay OIHW in the graph: the
+CPU rule stores them blocked (``[O / b, C, KH, KW, b]``) as a ``layout`` step.
 """
 
 from __future__ import annotations
@@ -34,19 +40,48 @@ def pad_stage(x: te.Tensor, pads: Sequence[int], value: float, tag: str) -> te.T
     top, left, bottom, right = pads
     if not any(pads):
         return x
-    n, c, h, w = x.shape
+    n, c, h, w, *block = x.shape
     fill = const(value, x.dtype)
 
-    def element(i: Expr, j: Expr, y: Expr, z: Expr) -> Expr:
+    def element(i: Expr, j: Expr, y: Expr, z: Expr, *rest: Expr) -> Expr:
         inside = (y >= top) & (y < top + h) & (z >= left) & (z < left + w)
         yy = te.maximum(te.minimum(y - top, h - 1), 0)
         zz = te.maximum(te.minimum(z - left, w - 1), 0)
-        return select(inside, x[i, j, yy, zz], fill)
+        return select(inside, x[(i, j, yy, zz, *rest)], fill)
 
-    return te.compute((n, c, h + top + bottom, w + left + right), element, name=tag + "_pad")
+    return te.compute((n, c, h + top + bottom, w + left + right, *block), element,
+                      name=tag + "_pad")
+
+
+def block_channels(a: np.ndarray, block: int) -> np.ndarray:
+    """NCHW -> ``[N, C / block, H, W, block]``."""
+    n, c, h, w = a.shape
+    return np.ascontiguousarray(a.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def unblock_channels(a: np.ndarray) -> np.ndarray:
+    """``[N, C / b, H, W, b]`` -> NCHW."""
+    n, cb, h, w, b = a.shape
+    return np.ascontiguousarray(a.transpose(0, 1, 4, 2, 3).reshape(n, cb * b, h, w))
+
+
+def _plain(t: TensorType) -> TensorType:
+    """The NCHW type of a (possibly blocked) activation."""
+    if len(t.shape) != 5:
+        return t
+    n, cb, h, w, b = t.shape
+    return TensorType((n, cb * b, h, w), t.dtype)
 
 
 def _conv_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
+    block = attrs.get("block", 0)
+    if block:
+        check(len(inputs[0].shape) in (4, 5), "a blocked conv2d takes an NCHW or "
+              f"[N, C/b, H, W, b] input, got {list(inputs[0].shape)}")
+        check(inputs[1].shape[0] % block == 0,
+              f"{inputs[1].shape[0]} output channels are not blocks of {block}")
+        n, o, oh, ow = _conv_infer([_plain(inputs[0]), inputs[1]], _unblocked(attrs))[0].shape
+        return [TensorType((n, o // block, oh, ow, block), inputs[0].dtype)]
     x, w = inputs[0], inputs[1]
     check(len(x.shape) == 4 and len(w.shape) == 4,
           f"conv2d takes NCHW input and OIHW weight, got {list(x.shape)}, {list(w.shape)}")
@@ -61,7 +96,15 @@ def _conv_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     return [TensorType((x.shape[0], w.shape[0], oh, ow), x.dtype)]
 
 
+def _unblocked(attrs: Attrs) -> Attrs:
+    return {k: v for k, v in attrs.items() if k != "block"}
+
+
 def _conv_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
+    if attrs.get("block"):
+        x = arrays[0] if arrays[0].ndim == 4 else unblock_channels(arrays[0])
+        out = _conv_reference([x, arrays[1]], _unblocked(attrs))[0]
+        return [block_channels(out, attrs["block"])]
     x, w = arrays[0], arrays[1]
     groups = attrs.get("groups", 1)
     strides, pads, dil = _geometry(attrs, w.shape[2], w.shape[3])
@@ -90,6 +133,8 @@ def _conv_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], 
         from .winograd import winograd_conv2d
 
         return [winograd_conv2d(x, w, attrs, out[0].shape, attrs["weight_transform"], tag)]
+    if attrs.get("block"):
+        return [_blocked_conv(x, w, attrs, out[0].shape, tag)]
     groups = attrs.get("groups", 1)
     o, cg, kh, kw = w.shape
     strides, pads, dil = _geometry(attrs, kh, kw)
@@ -105,13 +150,52 @@ def _conv_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], 
     return [te.compute(out[0].shape, element, name=tag, tag="conv2d")]
 
 
+def _blocked_conv(x: te.Tensor, w: te.Tensor, attrs: Attrs, shape: Sequence[int], tag: str
+                  ) -> te.Tensor:
+    """``out[n, ob, y, z, oi]``, output channel ``ob * b + oi``: a dense convolution
+    reduces over ``(input block, ry, rx, lane of the block)`` (or over the channels of a
+    plain input), a depthwise one reads its own channel's lane."""
+    block = attrs["block"]
+    _, cg, kh, kw = w.shape
+    strides, pads, dil = _geometry(attrs, kh, kw)
+    xp = pad_stage(x, pads, 0.0, tag)
+    ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
+
+    def at(y: Expr, z: Expr) -> tuple[Expr, Expr]:
+        return y * strides[0] + ry.var * dil[0], z * strides[1] + rx.var * dil[1]
+
+    if attrs.get("groups", 1) != 1:  # depthwise (blocked_layout.py converts no others)
+        def depthwise(n: Expr, ob: Expr, y: Expr, z: Expr, oi: Expr) -> Expr:
+            return te.sum(xp[(n, ob, *at(y, z), oi)] * w[ob * block + oi, 0, ry.var, rx.var],
+                          [ry, rx])
+
+        return te.compute(shape, depthwise, name=tag, tag="conv2d_blocked")
+    if x.ndim == 5:
+        cb, ci = te.reduce_axis(x.shape[1], "rc"), te.reduce_axis(x.shape[4], "rci")
+
+        def dense(n: Expr, ob: Expr, y: Expr, z: Expr, oi: Expr) -> Expr:
+            return te.sum(xp[(n, cb.var, *at(y, z), ci.var)]
+                          * w[ob * block + oi, cb.var * x.shape[4] + ci.var, ry.var, rx.var],
+                          [cb, ry, rx, ci])
+
+        return te.compute(shape, dense, name=tag, tag="conv2d_blocked")
+    rc = te.reduce_axis(cg, "rc")
+
+    def from_plain(n: Expr, ob: Expr, y: Expr, z: Expr, oi: Expr) -> Expr:
+        return te.sum(xp[(n, rc.var, *at(y, z))] * w[ob * block + oi, rc.var, ry.var, rx.var],
+                      [rc, ry, rx])
+
+    return te.compute(shape, from_plain, name=tag, tag="conv2d_blocked")
+
+
 register("conv2d", Pattern.OUT_ELEMWISE_FUSABLE, _conv_infer, _conv_reference, _conv_compute,
          num_inputs=(2, 2))
 
 
 def _pool_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     x = inputs[0]
-    check(len(x.shape) == 4, f"pool2d takes NCHW input, got {list(x.shape)}")
+    check(len(x.shape) in (4, 5), f"pool2d takes an NCHW or [N, C/b, H, W, b] input, got "
+          f"{list(x.shape)}")
     kh, kw = attrs["kernel"]
     strides, pads, dil = _geometry(attrs, kh, kw)
     ceil = bool(attrs.get("ceil_mode", False))
@@ -122,7 +206,7 @@ def _pool_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
             oh -= 1
         if (ow - 1) * strides[1] >= x.shape[3] + pads[1]:
             ow -= 1
-    return [TensorType((x.shape[0], x.shape[1], oh, ow), x.dtype)]
+    return [TensorType((x.shape[0], x.shape[1], oh, ow, *x.shape[4:]), x.dtype)]
 
 
 def _pool_windows(x: np.ndarray, attrs: Attrs) -> tuple[np.ndarray, np.ndarray]:
@@ -146,6 +230,8 @@ def _pool_windows(x: np.ndarray, attrs: Attrs) -> tuple[np.ndarray, np.ndarray]:
 
 def _pool_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
     x = arrays[0]
+    if x.ndim == 5:
+        return [block_channels(_pool_reference([unblock_channels(x)], attrs)[0], x.shape[4])]
     vals, mask = _pool_windows(x, attrs)
     if attrs["mode"] == "max":
         return [np.where(mask, vals, -np.inf).max(axis=-1).astype(x.dtype)]
@@ -173,8 +259,8 @@ def _pool_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], 
     x = inputs[0]
     kh, kw = attrs["kernel"]
     strides, pads, dil = _geometry(attrs, kh, kw)
-    _, _, h, w = x.shape
-    _, _, oh, ow = out[0].shape
+    h, w = x.shape[2:4]
+    oh, ow = out[0].shape[2:4]
     is_max = attrs["mode"] == "max"
     # Pad far enough for ceil-mode windows that run past the bottom/right edge.
     extra_b = max(0, (oh - 1) * strides[0] + dil[0] * (kh - 1) + 1 - (h + pads[0] + pads[2]))
@@ -183,8 +269,9 @@ def _pool_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], 
     xp = pad_stage(x, full, float("-inf") if is_max else 0.0, tag)
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
 
-    def window(i: Expr, j: Expr, y: Expr, z: Expr) -> Expr:
-        v = xp[i, j, y * strides[0] + ry.var * dil[0], z * strides[1] + rx.var * dil[1]]
+    def window(i: Expr, j: Expr, y: Expr, z: Expr, *block: Expr) -> Expr:
+        v = xp[(i, j, y * strides[0] + ry.var * dil[0], z * strides[1] + rx.var * dil[1],
+                *block)]
         return te.max(v, [ry, rx]) if is_max else te.sum(v, [ry, rx])
 
     red = te.compute(out[0].shape, window, name=tag + ("" if is_max else "_sum"),
@@ -206,7 +293,7 @@ def _pool_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], 
             cx = (cx + dil[1] - 1) // dil[1]
         return te.cast(x.dtype, te.maximum(cy * cx, 1))
 
-    return [te.compute(out[0].shape, lambda i, j, y, z: red[i, j, y, z] / count(y, z),
+    return [te.compute(out[0].shape, lambda *i: red[i] / count(i[2], i[3]),
                        name=tag, tag="pool_avg")]
 
 

@@ -39,7 +39,7 @@ def eligible(attrs: Attrs, weight_shape: Sequence[int], transform: str) -> bool:
     return (len(weight_shape) == 4 and tuple(weight_shape[2:]) == (w.r, w.r)
             and list(attrs.get("strides", [1, 1])) == [1, 1]
             and list(attrs.get("dilations", [1, 1])) == [1, 1]
-            and attrs.get("groups", 1) == 1)
+            and attrs.get("groups", 1) == 1 and not attrs.get("block"))
 
 
 def table(index: Expr, values: Sequence[Expr | float]) -> Expr:

@@ -54,6 +54,7 @@ from .cpu_shapes import (
     select_rows,
 )
 from .cpu_sizes import (
+    blocked_tile,
     depthwise_tile,
     reads_padding_in_place,
     register_tile,
@@ -332,6 +333,9 @@ class CpuRules:
         """
         op = st.tensor.op
         assert op is not None
+        if len(op.axes) == 5:
+            self.blocked(st)
+            return
         if depthwise_conv(st) or op.tag.startswith("pool_"):
             self.depthwise(st)
             return
@@ -370,6 +374,31 @@ class CpuRules:
         vec, rows = depthwise_tile(self.res, st)
         vec = self.vec_knob(st, vec, op.axes[3].extent)
         self.tile(st, self.tile_shape(st, 2), vec=vec, rows=rows, outer_order="natural")
+
+    def blocked(self, st: Stage) -> None:
+        """A window over channel-blocked activations (``[N, C / b, H, W, b]``,
+        passes/blocked_layout.py): lanes over a block's ``b`` channels, so every tap at
+        any stride is one contiguous vector load.
+
+        A dense convolution tiles ``cblocks`` blocks of output channels by ``rows``
+        output pixels of the flattened image (``n, ob.o, p.o | rc, ry, rx, rci | ob.i,
+        p.i, lanes``): each input element is one broadcast for all its blocks, each
+        weight vector (stored ``[O / b, C, KH, KW, b]``) one load for all its rows, and
+        only the image's last tile is partial. A depthwise convolution or pooling window
+        has one block and its rows along an output row (``n, c.o, y, x.o | ry, rx |
+        x.i, lanes``): its padding is read in place, and the tiles inside the image run
+        without the padding's selects (te/inside.py)."""
+        op = st.tensor.op
+        assert op is not None
+        lanes = op.axes[4].extent
+        rows, cblocks = blocked_tile(self.res, st)
+        dense = cblocks > 0
+        weight = next((t.name for t in input_tensors(st.tensor)[1:]
+                       if t.op is None and t.ndim == 4 and t.name in self.constants), None)
+        shape = self.tile_shape(st, 3, weight=weight)
+        vec = self.vec_knob(st, lanes, lanes)
+        self.tile(st, shape, vec=vec, rows=rows, outer_order="natural", vec_axis="block",
+                  flatten=dense, cblocks=max(1, cblocks))
 
     def winograd_output(self, st: Stage) -> None:
         """A Winograd output transform reads its products with output channels
@@ -474,14 +503,17 @@ class CpuRules:
     def tile(self, st: Stage, shape: TileShape, *, vec: int, rows: int, outer_order: str,
              tile_cols: int = 1, kblock: int | None = None, flatten: bool = False,
              pack: bool = False, vec_axis: str = "cols", cvec: int = 0, crows: int = 0,
-             unroll_reduce: bool = False) -> None:
+             unroll_reduce: bool = False, cblocks: int = 1) -> None:
         """Ask every other knob of a register tile (``vec`` is :meth:`vec_knob`'s
         answer), with the rule's choices as defaults, and build it (cpu_tile.py).
         Products (not windows) may also run their reduction in cache-sized blocks:
         ``kblock`` is their rule's choice (0: one block)."""
         ext = shape.extent
-        cols = ext[shape.spatial[-1]] * (ext[shape.spatial[-2]] if flatten else 1)
+        block = vec_axis == "block"
+        cols = ext[shape.spatial[-1]] * (ext[shape.spatial[-2]] if flatten and not block else 1)
         height = ext[shape.row] if shape.row else 1
+        if block and flatten:  # rows over the flattened image
+            height *= ext[shape.spatial[2]]
         depth = ext[shape.kaxis]
         ask = self.choose
         knobs: dict[str, Any] = dict(
@@ -509,7 +541,10 @@ class CpuRules:
             knobs["kblock"] = ask(st, "kblock", kblock, options(depth - 1, (0, 128, 256, 512)))
         if unroll_reduce:
             knobs["unroll_reduce"] = ask(st, "unroll_reduce", True, YES_NO)
-        if shape.weight is not None or unroll_reduce:
+        if block:
+            blocks = ext[shape.spatial[1]]
+            knobs["cblocks"] = ask(st, "cblocks", cblocks, options(blocks, (1, 2, 3, 4, 6, 8)))
+        elif shape.weight is not None or unroll_reduce:
             o = ext[shape.spatial[1]]
             pixels = ext[shape.spatial[-1]] * (ext[shape.spatial[-2]]
                                                if shape.weight is not None else 1)

@@ -19,6 +19,8 @@ TILE_OVERHEAD_ROWS = 1.5
 INTERIOR_SHARE_TO_INLINE = 0.5
 #: Vector registers a depthwise tile leaves for the input vectors being loaded.
 DEPTHWISE_SPARE_REGISTERS = 3
+#: Rows of a blocked window's tile at most (one vector each).
+MAX_BLOCKED_ROWS = 8
 #: A depthwise convolution whose output rows are at most this wide reads its padding
 #: in place (``reads_padding_in_place``).
 SMALL_DEPTHWISE_WIDTH = 8
@@ -77,6 +79,40 @@ def depthwise_tile(resources: CpuResources, st: Stage) -> tuple[int, int]:
     return vec, -(-height // tiles)
 
 
+def blocked_tile(resources: CpuResources, st: Stage) -> tuple[int, int]:
+    """``(rows, cblocks)`` of :meth:`CpuRules.blocked`'s register tile; ``cblocks`` is 0
+    for a window of one block (a depthwise convolution, a pooling window).
+
+    A dense convolution holds ``cblocks`` blocks of output channels (up to an eighth of
+    the register file: 2 of AVX2's 16, 4 of AVX-512's 32, where they divide the blocks)
+    by ``rows`` pixels, what is left after one weight vector per block and a broadcast
+    (6 on both), sized over the flattened image as :func:`register_tile` sizes rows. A
+    window of one block keeps its taps' weights in registers where they fit and gives
+    the rows the rest (as :func:`depthwise_tile`), shared evenly along the output row.
+    """
+    op = st.tensor.op
+    assert op is not None
+    regs = resources.vector_registers
+    per_block = -(-op.axes[4].extent // resources.lanes(element_bytes(st)))
+    if len(op.reduce_axes) > 2:
+        blocks = op.axes[1].extent
+        cblocks = max(c for c in (1, 2, 3, 4) if c <= max(1, regs // 8) and blocks % c == 0)
+        width = cblocks * per_block
+        budget = max(1, min(MAX_TILE_ROWS, (regs - width - 1) // width))
+        pixels = op.axes[2].extent * op.axes[3].extent
+        if pixels <= budget:
+            return pixels, cblocks
+        return min(range(budget, 0, -1),
+                   key=lambda f: -(-pixels // f) * (f + TILE_OVERHEAD_ROWS)), cblocks
+    taps = math.prod(a.extent for a in op.reduce_axes)
+    kept = 0 if op.tag.startswith("pool_") else taps if taps <= regs * 3 // 4 else 1
+    free = (regs - kept * per_block - DEPTHWISE_SPARE_REGISTERS) // per_block
+    width = op.axes[3].extent
+    rows = max(1, min(free, width, MAX_BLOCKED_ROWS))
+    tiles = -(-width // rows)
+    return -(-width // tiles), 0
+
+
 def interior_share(pad: Stage, reader: Stage, tile: tuple[int, int]) -> float:
     """The share of ``reader``'s register tiles (``tile`` = columns, rows) that read no
     padding of ``pad``: those run without selects when the padding is read in place."""
@@ -126,6 +162,8 @@ def reads_padding_in_place(pad: Stage, readers: dict[int, list[Stage]],
     assert op is not None
     if op.tag.startswith("pool_"):
         return True
+    if op.tag == "conv2d_blocked":  # lanes over channels: every tap is a whole vector
+        return len(op.reduce_axes) == 2
     return depthwise_conv(users[0]) and (
         op.axes[3].extent <= SMALL_DEPTHWISE_WIDTH
         or ((axis_reads(users[0], pad.tensor, 3) or (0, 0))[0] > 1

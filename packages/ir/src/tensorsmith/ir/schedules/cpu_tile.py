@@ -76,10 +76,12 @@ class Tile:
     flatten: bool = False  # a 1x1 convolution: one vector axis over the whole image
     kblock: int = 0
     unroll_reduce: bool = False
-    vec_axis: str = "cols"  # "channels": lanes over output channels
+    vec_axis: str = "cols"  # "channels": lanes over output channels; "block": over a
+    # blocked layout's channel lanes (its last axis)
     cvec: int = 0
     crows: int = 0
     pack: bool = False
+    cblocks: int = 1  # "block": blocks of output channels per tile
 
 
 def tile_columns(shape: TileShape, t: Tile) -> int:
@@ -87,7 +89,7 @@ def tile_columns(shape: TileShape, t: Tile) -> int:
     if t.vec_axis == "channels":
         return t.cvec
     cols = shape.extent[shape.spatial[-1]]
-    if t.flatten:
+    if t.flatten and t.vec_axis != "block":
         cols *= shape.extent[shape.spatial[-2]]
     return min(t.vec, cols)
 
@@ -96,7 +98,7 @@ def check_tile(shape: TileShape, t: Tile) -> None:
     """Raise ``KnobConflict`` for a tile that would spill, compute wrongly or take LLVM
     minutes to compile."""
     cols = tile_columns(shape, t)
-    rows = t.crows if t.vec_axis == "channels" else t.rows
+    rows = t.crows if t.vec_axis == "channels" else t.rows * t.cblocks
     conflict_unless(not t.cache or rows * cols <= LOCAL_MAX, "the tile spills")
     conflict_unless(t.kpos != "outer" or (not t.cache and t.ksplit),
                     "a k loop above a cached tile would overwrite partial sums")
@@ -116,7 +118,8 @@ def build_tile(s: Schedule, shape: TileShape, t: Tile) -> bool:
     """Schedule ``shape.stage`` as tile ``t``; returns whether the tile is cached (its
     write-back is where an epilogue can ride)."""
     st = shape.stage
-    spatial = list(shape.spatial)
+    spatial: list[str | None] = list(shape.spatial)
+    block_inner: str | None = None
     vec_axis, row_axis, vec, rows = spatial[-1], shape.row, t.vec, t.rows
     if t.vec_axis == "channels":
         # Lanes over output channels, rows over output columns: any stride or image
@@ -132,6 +135,18 @@ def build_tile(s: Schedule, shape: TileShape, t: Tile) -> bool:
                 s.layout(st, shape.weight, (0, 2, 3, 4, 1), (0, vec))
             else:
                 s.layout(st, shape.weight, (1, 2, 3, 0))
+    elif t.vec_axis == "block":
+        # A blocked layout ([N, C / b, H, W, b]): lanes over the block's channels, rows
+        # over the output row or (``flatten``) the whole image, ``cblocks`` blocks of
+        # output channels unrolled in the tile. The weights are stored blocked likewise.
+        if t.flatten:
+            spatial[2:4] = [s.fuse(st, spatial[2], spatial[3])]
+            row_axis = spatial[2]
+        if shape.weight is not None:
+            s.layout(st, shape.weight, (0, 2, 3, 4, 1), (0, shape.extent[spatial[-1]]))
+        if t.cblocks > 1:
+            spatial[1], block_inner = split_or_keep(s, st, spatial[1], shape.extent[spatial[1]],
+                                                    t.cblocks)
     elif t.flatten:
         spatial[-2:] = [s.fuse(st, spatial[-2], spatial[-1])]
         vec_axis = spatial[-1]
@@ -178,7 +193,7 @@ def build_tile(s: Schedule, shape: TileShape, t: Tile) -> bool:
         reduce.insert(reduce.index(ko) + 1, ii)
         below = [*reduce, ji]
     else:
-        below = [*reduce, ii, ji]
+        below = [*reduce, ii, block_inner, ji]
     if t.kpos == "outer" and ko is not None:
         below.remove(ko)
         order = [*outer, ko, *inner_tile, *below]
@@ -194,6 +209,8 @@ def build_tile(s: Schedule, shape: TileShape, t: Tile) -> bool:
         s.cache_write(st, at)  # type: ignore[arg-type]
     if ii is not None and t.unroll_rows:
         s.unroll(st, ii)
+    if block_inner is not None and t.unroll_rows:
+        s.unroll(st, block_inner)
     if ki is not None and t.unroll_k:
         s.unroll(st, ki)
     if t.unroll_reduce:

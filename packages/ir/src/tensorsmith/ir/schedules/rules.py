@@ -36,7 +36,7 @@ def stage_kind(st: Stage, out_ids: set[int]) -> str:
         if st.name.endswith("_pad"):
             return "pad"
         return "elementwise" if st.tensor.uid in out_ids else "inline"
-    if op.tag == "conv2d" or op.tag.startswith("pool_"):
+    if op.tag in ("conv2d", "conv2d_blocked") or op.tag.startswith("pool_"):
         return "window"
     return "product" if last_axis_contiguous(st) else "reduction"
 
