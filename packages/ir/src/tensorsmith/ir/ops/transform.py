@@ -38,10 +38,26 @@ def _reshape_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorTyp
 
 def _reshape_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: str
                      ) -> list[te.Tensor]:
+    """Leading and trailing axes the two shapes share are read as they are; only the
+    axes between are flattened and split again. Splitting a channel axis into blocks
+    then reads ``x[n, cb * b + ci, h, w]``, not a division of the flat index per axis."""
     x = inputs[0]
     shape = out[0].shape
-    return [te.compute(shape, lambda *i: x[unravel(ravel(i, shape), x.shape)], name=tag,
-                       tag="reshape")]
+    head = 0
+    while head < min(len(shape), x.ndim) and shape[head] == x.shape[head]:
+        head += 1
+    tail = 0
+    while (tail < min(len(shape), x.ndim) - head
+           and shape[len(shape) - 1 - tail] == x.shape[x.ndim - 1 - tail]):
+        tail += 1
+
+    def element(*i: Expr) -> Expr:
+        flat = ravel(i[head:len(i) - tail], shape[head:len(shape) - tail])
+        into = x.shape[head:x.ndim - tail]
+        middle = (flat,) if len(into) == 1 else unravel(flat, into)
+        return x[(*i[:head], *middle, *i[len(i) - tail:])]
+
+    return [te.compute(shape, element, name=tag, tag="reshape")]
 
 
 register("reshape", Pattern.INJECTIVE, _reshape_infer,

@@ -23,6 +23,12 @@ import numpy as np
 from ..graph import Graph, Node, Value
 from ..op_registry import Pattern, TensorType, get_op
 from ..ops.conv import block_channels
+from .dce import eliminate_dead_code
+
+#: Channels-last to NCHW and back (ConvNeXt's LayerNorm runs channels-last): between a
+#: blocked layout and channels-last whole blocks move, so no NCHW copy is made on the way.
+TO_CHANNELS_LAST = [0, 2, 3, 1]
+FROM_CHANNELS_LAST = [0, 3, 1, 2]
 
 
 def block_layouts(graph: Graph, block: int) -> Graph:
@@ -30,7 +36,7 @@ def block_layouts(graph: Graph, block: int) -> Graph:
     block]`` activations; unchanged when ``block`` is 1 or no convolution qualifies."""
     if block <= 1 or not any(_convertible_conv(n, block) for n in graph.nodes):
         return graph
-    return _Rewriter(graph, block).run()
+    return eliminate_dead_code(_Rewriter(graph, block).run())
 
 
 def _convertible_conv(node: Node, block: int) -> bool:
@@ -75,10 +81,9 @@ class _Rewriter:
         """Add ``node``'s blocked form and return True, or return False (kept NCHW)."""
         if _convertible_conv(node, self.block):
             x = node.inputs[0]
-            if node.attrs.get("groups", 1) != 1:
+            if (node.attrs.get("groups", 1) != 1 or x.uid in self.blocked
+                    or self.channels_last_source(x) is not None):
                 x = self.to_blocked(x)
-            elif x.uid in self.blocked:
-                x = self.blocked[x.uid]
             self.emit(node, [x, node.inputs[1]], {**node.attrs, "block": self.block})
             return True
         pattern = get_op(node.op).pattern
@@ -86,6 +91,17 @@ class _Rewriter:
         if not any(v.uid in self.blocked for v in ins) or len(node.outputs) != 1:
             return False
         out = node.outputs[0]
+        if (node.op == "transpose" and node.attrs["perm"] == TO_CHANNELS_LAST
+                and len(ins[0].shape) == 4):
+            # [N, C/b, H, W, b] -> [N, H, W, C/b, b] is [N, H, W, C]: blocks move whole
+            moved = self.add("transpose", [self.blocked[ins[0].uid]],
+                             {"perm": [*TO_CHANNELS_LAST, 4]},
+                             Value(out.name + "_blocks", _channels_last(
+                                 self.blocked[ins[0].uid].shape), out.dtype), node.name)
+            self.add("reshape", [moved], {"shape": list(out.shape)}, out,
+                     node.name + "/reshape")
+            self.plain[out.uid] = out
+            return True
         if pattern == Pattern.ELEMWISE and len(ins) == 1:
             self.emit(node, [self.blocked[ins[0].uid]], node.attrs)
             return True
@@ -136,12 +152,29 @@ class _Rewriter:
             return self.blocked[v.uid]
         n, c, h, w = v.shape
         b = self.block
+        source = self.channels_last_source(v)
+        if source is not None:  # [N, H, W, C] -> [N, H, W, C/b, b] -> [N, C/b, H, W, b]
+            split = self.reshaped(source, (n, h, w, c // b, b))
+            twin = self.add("transpose", [split], {"perm": [*FROM_CHANNELS_LAST, 4]},
+                            Value(v.name + "_blocked", (n, c // b, h, w, b), v.dtype),
+                            v.name + "/to_blocked")
+            self.blocked[v.uid] = twin
+            return twin
         split = self.reshaped(self.nchw(v), (n, c // b, b, h, w))
         twin = self.add("transpose", [split], {"perm": [0, 1, 3, 4, 2]},
                         Value(v.name + "_blocked", (n, c // b, h, w, b), v.dtype),
                         v.name + "/to_blocked")
         self.blocked[v.uid] = twin
         return twin
+
+    def channels_last_source(self, v: Value) -> Value | None:
+        """The channels-last value ``v`` (NCHW) is a transpose of, if any."""
+        v = self.plain.get(v.uid, v)
+        node = v.producer
+        if (node is None or node.op != "transpose" or node.attrs["perm"] != FROM_CHANNELS_LAST
+                or len(v.shape) != 4 or v.shape[1] % self.block):
+            return None
+        return node.inputs[0]
 
     def nchw(self, v: Value) -> Value:
         """``v`` in NCHW, transformed back from its twin on first need."""
@@ -182,6 +215,11 @@ class _Rewriter:
         out.producer = node
         self.nodes.append(node)
         return out
+
+
+def _channels_last(shape: Sequence[int]) -> tuple[int, ...]:
+    n, cb, h, w, b = shape
+    return (n, h, w, cb, b)
 
 
 def _spatial_reduction(node: Node) -> bool:

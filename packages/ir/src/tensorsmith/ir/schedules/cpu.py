@@ -43,11 +43,13 @@ from ..te.expr import Binary, Const
 from ..te.schedule import Schedule, Stage, input_tensors
 from ..te.visit import walk
 from .cpu_shapes import (
+    MIN_ROW_LANES,
     channel_vector_weight,
     depthwise_conv,
     element_bytes,
     fuse_all,
     group_outputs,
+    last_axis_blocks,
     packable_input,
     packable_weight,
     pointwise_conv,
@@ -61,6 +63,7 @@ from .cpu_sizes import (
     small_image,
 )
 from .cpu_tile import (
+    UNROLL_MAX_SCALAR,
     UNROLL_MAX_TABLE,
     Tile,
     TileShape,
@@ -118,8 +121,12 @@ class CpuRules:
         rest a vector loop, and each select is then one branch per row (lowering turns
         a select that every lane agrees on into a branch)."""
         row_axes = select_rows(st, self.s)
+        block = last_axis_blocks(st, self.s) if not row_axes else 0
+        if block >= MIN_ROW_LANES:  # rows of one block each (a blocked layout's lanes)
+            row_axes = len(st.tensor.op.axes) - 1  # type: ignore[union-attr]
         by_rows = bool(row_axes) and self.choose(st, "by_rows", True, YES_NO)
-        self.loops(st, row_axes if by_rows else 0, self.loop_knobs(st, VECTOR_BLOCK))
+        self.loops(st, row_axes if by_rows else 0,
+                   self.loop_knobs(st, block if block >= MIN_ROW_LANES else VECTOR_BLOCK))
 
     def padding(self, st: Stage) -> None:
         """Inlined into its one reader where that pays (:func:`reads_padding_in_place`),
@@ -149,7 +156,7 @@ class CpuRules:
         return {
             "chunk": self.choose(st, "chunk", VECTOR_BLOCK if work >= 2 * VECTOR_BLOCK else 0,
                               options(work, (0, 8, 16, 32, 64))),
-            "row_vec": self.choose(st, "row_vec", row_vec, (8, 16, 32, 64)),
+            "row_vec": self.choose(st, "row_vec", row_vec, (4, 8, 16, 32, 64)),
             "vectorize": self.choose(st, "vectorize", True, YES_NO),
             "parallel": self.choose(st, "parallel", work >= PARALLEL_MIN_WORK, NO_YES)}
 
@@ -162,7 +169,8 @@ class CpuRules:
             rows = fuse_all(self.s, st.name, names[:row_axes])
             cols = fuse_all(self.s, st.name, names[row_axes:])
             assert rows is not None and cols is not None
-            _, inner = self.s.split(st.name, cols, knobs["row_vec"])
+            # (rows shorter than the vector: one vector of the row's length, unmasked)
+            _, inner = self.s.split(st.name, cols, min(knobs["row_vec"], st.leaf(cols).extent))
             if knobs["vectorize"]:
                 self.s.vectorize(st.name, inner)
             self.parallel(st, rows, knobs["parallel"])
@@ -518,8 +526,9 @@ class CpuRules:
         ask = self.choose
         knobs: dict[str, Any] = dict(
             vec=vec,
-            rows=ask(st, "rows", rows if shape.row else 1,
-                     options(height, (1, 2, 3, 4, 5, 6, 8, 10, 12))),
+            # a tile one column wide is scalar code, which unrolls fewer rows
+            rows=ask(st, "rows", (rows if cols > 1 else min(rows, UNROLL_MAX_SCALAR))
+                     if shape.row else 1, options(height, (1, 2, 3, 4, 5, 6, 8, 10, 12))),
             outer_order=ask(st, "outer_order", outer_order,
                             ("natural", "cols_first", "rows_first")),
             tile_rows=ask(st, "tile_rows", 1, (1, 2, 4, 8)),

@@ -8,8 +8,9 @@ import math
 from collections.abc import Sequence
 
 from ..dtypes import itemsize
-from ..te.expr import Binary, Const, Expr, Load, Select, Var
+from ..te.expr import Binary, Const, Expr, IterVar, Load, Select, Var
 from ..te.schedule import Schedule, Stage, input_tensors
+from ..te.simplify import simplify
 from ..te.tensor import Tensor
 from ..te.tiles import affine_form
 from ..te.visit import collect_loads, free_vars, rewrite, substitute, walk
@@ -102,6 +103,67 @@ def panel_layout(ndim: int, vec: int) -> tuple[tuple[int, ...], tuple[int, int]]
     return (*range(ndim - 2), ndim - 1, ndim - 2, ndim), (ndim - 1, vec)
 
 
+def inlined_body(st: Stage, s: Schedule) -> Expr:
+    """``st``'s body with the stages inlined into it written out."""
+
+    def expand(e: Expr, depth: int = 0) -> Expr:
+        def visit(x: Expr) -> Expr | None:
+            t = x.buffer if isinstance(x, Load) else None
+            if (isinstance(t, Tensor) and t.op is not None and s[t.name].inline
+                    and depth < 16):
+                body = substitute(t.op.body, {id(a.var): i for a, i in
+                                              zip(t.op.axes, x.indices)})  # type: ignore[union-attr]
+                return expand(body, depth + 1)
+            return None
+
+        return rewrite(e, visit)
+
+    assert st.tensor.op is not None
+    return expand(st.tensor.op.body)
+
+
+def last_axis_blocks(st: Stage, s: Schedule) -> int:
+    """``k`` when the stage reads an input's last axis as ``c % k`` of its own last axis
+    ``c`` (a blocked layout written back channels-last, ``k`` its block): rows of ``k``
+    lanes then read one contiguous block each; 0 otherwise."""
+    op = st.tensor.op
+    assert op is not None
+    if len(op.axes) < 2:
+        return 0
+    last, extent = op.axes[-1].var, op.axes[-1].extent
+    for e in walk(inlined_body(st, s)):
+        if isinstance(e, Load) and isinstance(e.buffer, Tensor) and e.indices:
+            index = e.indices[-1]
+            if not (isinstance(index, Binary) and index.op in ("mod", "floormod")
+                    and isinstance(index.b, Const)):
+                continue
+            k, form = int(index.b.value), affine_form(index.a, {id(last): 1})
+            if form is None or form[1] != {id(last): 1} or not 1 < k < extent or extent % k:
+                continue
+            base = simplify(form[0], {})
+            if isinstance(base, Const) and int(base.value) % k == 0:
+                return k
+    return 0
+
+
+def _moves_rows(load: Load, axes: list[Expr], spatial: Sequence[IterVar]) -> bool:
+    """Whether ``load`` reads its rows elsewhere than the stage writes them (a broadcast
+    or a transpose), the last axis not mixed into the other indices."""
+    last = axes[-1]
+    if any(any(v is last for v in free_vars(x)) for x in load.indices[:-1]):
+        return False
+    form = affine_form(load.indices[-1], {id(last): 1})
+    if form is None or form[1] != {id(last): 1}:  # not contiguous along the last axis
+        return False
+    if len(load.indices) != len(axes):
+        return True
+    return any(x is not a for x, a, ax in zip(load.indices, axes, spatial) if ax.extent > 1)
+
+
+#: Lanes of a row at least for :func:`select_rows` to run a stage by rows of its last axis.
+MIN_ROW_LANES = 4
+
+
 def select_rows(st: Stage, s: Schedule) -> int:
     """How many leading axes of an elementwise stage the conditions of its selects, or
     the reads of its broadcast operands, depend on (its own and those of the stages
@@ -116,30 +178,26 @@ def select_rows(st: Stage, s: Schedule) -> int:
     if len(axes) < 2:
         return 0
 
-    def expand(e: Expr, depth: int = 0) -> Expr:
-        def visit(x: Expr) -> Expr | None:
-            t = x.buffer if isinstance(x, Load) else None
-            if (isinstance(t, Tensor) and t.op is not None and s[t.name].inline
-                    and depth < 16):
-                body = substitute(t.op.body, {id(a.var): i for a, i in
-                                              zip(t.op.axes, x.indices)})  # type: ignore[union-attr]
-                return expand(body, depth + 1)
-            return None
-
-        return rewrite(e, visit)
-
     def deepest_axis(*exprs: Expr) -> int:
         used = {id(v) for e in exprs for v in free_vars(e)}
         return max((k for k, a in enumerate(axes) if id(a) in used), default=-1)
 
     deepest = -1
-    for e in walk(expand(op.body)):
+    along_last = False  # a broadcast operand that varies along the last axis
+    for e in walk(inlined_body(st, s)):
         if isinstance(e, Select) and not any(isinstance(x, Load) for x in walk(e.cond)):
             deepest = max(deepest, deepest_axis(e.cond))
         elif isinstance(e, Load) and isinstance(e.buffer, Tensor):
             reads = deepest_axis(*e.indices)
             if reads < len(axes) - 1:  # constant along the last axis: a broadcast
                 deepest = max(deepest, reads)
+            elif _moves_rows(e, axes, op.axes):
+                along_last = True
+    if along_last and op.axes[-1].extent >= MIN_ROW_LANES:
+        # a per-channel operand of a blocked layout ([1, C/b, 1, 1, b]), or a transpose
+        # that keeps the last axis (blocks of channels moved whole): by rows each is one
+        # contiguous vector per row; flattened, a division and a gather per lane
+        return len(axes) - 1
     if deepest < 0 or deepest >= len(axes) - 1:
         return 0
     tail = math.prod(a.extent for a in op.axes[deepest + 1:])
