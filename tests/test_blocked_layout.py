@@ -117,8 +117,9 @@ def test_what_stays_nchw() -> None:
 
 def residual_and_concat() -> Graph:
     """Per-channel constants of several ranks, a one-channel map broadcast over the
-    channels, a non-constant per-channel operand, Concat of channels and average
-    pooling with and without the padding counted."""
+    channels, a non-constant per-channel operand, Concat of channels, average pooling
+    with and without the padding counted, and a grouped convolution (blocked where its
+    groups are whole blocks)."""
     b = GraphBuilder()
     x = b.input("x", (1, 8, 7, 7), "float32")
     attn = b.input("attn", (1, 1, 7, 7), "float32")
@@ -137,7 +138,9 @@ def residual_and_concat() -> Graph:
                      name="avg_pad")
     d = b.add1("conv2d", [avg, weight(b, "wd", (16, 1, 5, 5))],
                {"pads": [2, 2, 2, 2], "groups": 16}, name="dw5")
-    return b.finish([d, avg_pad, b.add1("add", [x, a], name="skip")])
+    grouped = b.add1("conv2d", [cat, weight(b, "wg", (16, 8, 3, 3))],
+                     {"pads": [1, 1, 1, 1], "groups": 2}, name="grouped")
+    return b.finish([d, avg_pad, b.add1("add", [x, a], name="skip"), grouped])
 
 
 def inputs_of(g: Graph) -> dict[str, np.ndarray]:

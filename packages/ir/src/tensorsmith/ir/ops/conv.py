@@ -152,9 +152,10 @@ def _conv_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], 
 
 def _blocked_conv(x: te.Tensor, w: te.Tensor, attrs: Attrs, shape: Sequence[int], tag: str
                   ) -> te.Tensor:
-    """``out[n, ob, y, z, oi]``, output channel ``ob * b + oi``: a dense convolution
-    reduces over ``(input block, ry, rx, lane of the block)`` (or over the channels of a
-    plain input), a depthwise one reads its own channel's lane."""
+    """``out[n, ob, y, z, oi]``, output channel ``ob * b + oi``: a dense or grouped
+    convolution reduces over ``(input block of its group, ry, rx, lane of the block)``
+    (or over the channels of a plain input), a depthwise one reads its own channel's
+    lane."""
     block = attrs["block"]
     _, cg, kh, kw = w.shape
     strides, pads, dil = _geometry(attrs, kh, kw)
@@ -164,17 +165,22 @@ def _blocked_conv(x: te.Tensor, w: te.Tensor, attrs: Attrs, shape: Sequence[int]
     def at(y: Expr, z: Expr) -> tuple[Expr, Expr]:
         return y * strides[0] + ry.var * dil[0], z * strides[1] + rx.var * dil[1]
 
-    if attrs.get("groups", 1) != 1:  # depthwise (blocked_layout.py converts no others)
+    groups = attrs.get("groups", 1)
+    if groups != 1 and cg == 1:  # depthwise
         def depthwise(n: Expr, ob: Expr, y: Expr, z: Expr, oi: Expr) -> Expr:
             return te.sum(xp[(n, ob, *at(y, z), oi)] * w[ob * block + oi, 0, ry.var, rx.var],
                           [ry, rx])
 
         return te.compute(shape, depthwise, name=tag, tag="conv2d_blocked")
     if x.ndim == 5:
-        cb, ci = te.reduce_axis(x.shape[1], "rc"), te.reduce_axis(x.shape[4], "rci")
+        # a group's input blocks (all of them when ungrouped): whole blocks on both sides
+        lanes = x.shape[4]
+        cb, ci = te.reduce_axis(cg // lanes, "rc"), te.reduce_axis(lanes, "rci")
+        out_blocks = w.shape[0] // groups // block  # of one group
 
         def dense(n: Expr, ob: Expr, y: Expr, z: Expr, oi: Expr) -> Expr:
-            return te.sum(xp[(n, cb.var, *at(y, z), ci.var)]
+            first = (ob // out_blocks) * (cg // lanes) + cb.var if groups > 1 else cb.var
+            return te.sum(xp[(n, first, *at(y, z), ci.var)]
                           * w[ob * block + oi, cb.var * x.shape[4] + ci.var, ry.var, rx.var],
                           [cb, ry, rx, ci])
 

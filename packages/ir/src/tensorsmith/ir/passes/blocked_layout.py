@@ -40,8 +40,9 @@ def block_layouts(graph: Graph, block: int) -> Graph:
 
 
 def _convertible_conv(node: Node, block: int) -> bool:
-    """A float32 2-D convolution with a constant OIHW weight, dense with whole blocks of
-    output channels or depthwise with whole blocks of channels."""
+    """A float32 2-D convolution with a constant OIHW weight: dense with whole blocks of
+    output channels, depthwise with whole blocks of channels, or grouped with whole
+    blocks of input and of output channels per group (RegNet's groups of 8 on AVX2)."""
     if node.op != "conv2d" or len(node.inputs) != 2 or node.attrs.get("weight_transform"):
         return False
     x, w = node.inputs
@@ -50,7 +51,9 @@ def _convertible_conv(node: Node, block: int) -> bool:
     groups, out_channels = node.attrs.get("groups", 1), w.shape[0]
     if groups == 1:
         return out_channels % block == 0
-    return groups == x.shape[1] == out_channels and w.shape[1] == 1 and groups % block == 0
+    if w.shape[1] == 1:  # depthwise
+        return groups == x.shape[1] == out_channels and groups % block == 0
+    return w.shape[1] % block == 0 and (out_channels // groups) % block == 0
 
 
 class _Rewriter:
