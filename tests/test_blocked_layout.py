@@ -169,3 +169,13 @@ def test_compiled_for_the_cpu_equals_the_interpreter(make, tmp_path: Path) -> No
     got = rt.load(tmp_path / "m.so", device="cpu", num_threads=2).run(feeds)
     for w, v in zip(want, got):
         np.testing.assert_allclose(v, w, rtol=1e-4, atol=1e-4)
+
+
+def test_the_target_can_keep_nchw() -> None:
+    from tensorsmith.ir.build import fused_groups
+    from tensorsmith.ir.errors import TargetError
+
+    _, groups, _ = fused_groups(mobile_block(), target="llvm -layout=nchw")
+    assert all(len(v.shape) <= 4 for g in groups for n in g.nodes for v in n.outputs)
+    with pytest.raises(TargetError, match=r"unknown layout 'nhwc'.*blocked, nchw"):
+        fused_groups(mobile_block(), target="llvm -layout=nhwc")

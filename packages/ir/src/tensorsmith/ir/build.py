@@ -36,7 +36,7 @@ from .passes.blocked_layout import block_layouts
 from .passes.memory_plan import ALIGN
 from .records import load_best_steps
 from .schedules import default_schedule
-from .target import Target
+from .target import Target, activation_layout
 from .te.stmt import PrimFunc
 
 
@@ -100,7 +100,7 @@ def fused_groups(mod: Graph, params: Mapping[str, np.ndarray] | None = None, opt
     _copy_passthrough_outputs(graph)
     pm = default_pipeline(opt_level)
     tgt = Target.parse(target) if target is not None else None
-    if tgt is not None and tgt.family == "cpu":
+    if tgt is not None and tgt.family == "cpu" and activation_layout(tgt) == "blocked":
         # windows run on blocks of the CPU's float lanes (passes/blocked_layout.py)
         lanes = target_resources(tgt).lanes(4)
         pm.add("block_layouts", lambda g: block_layouts(g, lanes), 2)

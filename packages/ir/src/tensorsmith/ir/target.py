@@ -68,3 +68,18 @@ class Target:
 
     def __str__(self) -> str:
         return " ".join([self.kind, *(f"-{k}={v}" for k, v in self.options.items())])
+
+
+#: Activation layouts a CPU target's convolutions may run in (``-layout=``).
+LAYOUTS = ("blocked", "nchw")
+
+
+def activation_layout(target: Target) -> str:
+    """``blocked`` (the default: channel blocks of the CPU's float lanes, see
+    passes/blocked_layout.py) or ``nchw`` (``llvm -layout=nchw``: every convolution on
+    NCHW, as imported)."""
+    layout = target.options.get("layout", LAYOUTS[0])
+    if layout not in LAYOUTS:
+        raise TargetError(f"unknown layout {layout!r} in target '{target}'; use one of "
+                          + ", ".join(LAYOUTS))
+    return layout

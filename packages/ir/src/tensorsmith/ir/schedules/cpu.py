@@ -44,12 +44,13 @@ from ..te.schedule import Schedule, Stage, input_tensors
 from ..te.visit import walk
 from .cpu_shapes import (
     MIN_ROW_LANES,
+    blocked_read,
     channel_vector_weight,
     depthwise_conv,
     element_bytes,
     fuse_all,
+    gathers_short_rows,
     group_outputs,
-    last_axis_blocks,
     packable_input,
     packable_weight,
     pointwise_conv,
@@ -121,12 +122,22 @@ class CpuRules:
         rest a vector loop, and each select is then one branch per row (lowering turns
         a select that every lane agrees on into a branch)."""
         row_axes = select_rows(st, self.s)
-        block = last_axis_blocks(st, self.s) if not row_axes else 0
-        if block >= MIN_ROW_LANES:  # rows of one block each (a blocked layout's lanes)
-            row_axes = len(st.tensor.op.axes) - 1  # type: ignore[union-attr]
+        ndim = len(st.leaves)
+        read = blocked_read(st, self.s) if not row_axes else None
+        block = read[1] if read is not None and read[1] >= MIN_ROW_LANES else 0
+        if block or (not row_axes and gathers_short_rows(st, self.s)):
+            row_axes = ndim - 1
         by_rows = bool(row_axes) and self.choose(st, "by_rows", True, YES_NO)
-        self.loops(st, row_axes if by_rows else 0,
-                   self.loop_knobs(st, block if block >= MIN_ROW_LANES else VECTOR_BLOCK))
+        knobs = self.loop_knobs(st, block if block and read[0] == ndim - 1 else VECTOR_BLOCK)
+        if by_rows and block and read[0] < ndim - 1:
+            # a blocked layout written back to NCHW: the k channels of a block as
+            # adjacent rows, so the k rows reading the same input run one after another
+            names = [lf.name for lf in st.leaves]
+            outer, inner = self.s.split(st.name, names[read[0]], block)
+            self.s.reorder(st.name, *names[:read[0]], outer, *names[read[0] + 1:-1], inner,
+                           names[-1])
+            row_axes += 1
+        self.loops(st, row_axes if by_rows else 0, knobs)
 
     def padding(self, st: Stage) -> None:
         """Inlined into its one reader where that pays (:func:`reads_padding_in_place`),

@@ -122,28 +122,56 @@ def inlined_body(st: Stage, s: Schedule) -> Expr:
     return expand(st.tensor.op.body)
 
 
-def last_axis_blocks(st: Stage, s: Schedule) -> int:
-    """``k`` when the stage reads an input's last axis as ``c % k`` of its own last axis
-    ``c`` (a blocked layout written back channels-last, ``k`` its block): rows of ``k``
-    lanes then read one contiguous block each; 0 otherwise."""
+def blocked_read(st: Stage, s: Schedule) -> tuple[int, int] | None:
+    """``(axis, k)`` when the stage reads an input's last axis as ``c % k`` of its own
+    axis ``c`` = ``axis``: a blocked layout ([N, C / k, H, W, k]) written back to NCHW
+    (``axis`` 1) or channels-last (the last axis). Either way ``c`` is best split by
+    ``k``: its lanes then read one contiguous block, or the ``k`` rows that read the same
+    blocks run one after another while those are in cache."""
     op = st.tensor.op
     assert op is not None
     if len(op.axes) < 2:
-        return 0
-    last, extent = op.axes[-1].var, op.axes[-1].extent
+        return None
     for e in walk(inlined_body(st, s)):
-        if isinstance(e, Load) and isinstance(e.buffer, Tensor) and e.indices:
-            index = e.indices[-1]
-            if not (isinstance(index, Binary) and index.op in ("mod", "floormod")
-                    and isinstance(index.b, Const)):
-                continue
-            k, form = int(index.b.value), affine_form(index.a, {id(last): 1})
-            if form is None or form[1] != {id(last): 1} or not 1 < k < extent or extent % k:
+        if not (isinstance(e, Load) and isinstance(e.buffer, Tensor) and e.indices):
+            continue
+        index = e.indices[-1]
+        if not (isinstance(index, Binary) and index.op in ("mod", "floormod")
+                and isinstance(index.b, Const)):
+            continue
+        k = int(index.b.value)
+        for axis, iv in enumerate(op.axes):
+            form = affine_form(index.a, {id(iv.var): 1})
+            if form is None or form[1] != {id(iv.var): 1} or not 1 < k < iv.extent \
+                    or iv.extent % k:
                 continue
             base = simplify(form[0], {})
             if isinstance(base, Const) and int(base.value) % k == 0:
-                return k
-    return 0
+                return axis, k
+    return None
+
+
+#: Lanes of a row at most for :func:`gathers_short_rows`.
+SHORT_ROW_LANES = 16
+
+
+def gathers_short_rows(st: Stage, s: Schedule) -> bool:
+    """Whether the stage's last axis is short (a blocked layout's lanes) and an input
+    reads it in another of its axes, not its own last one: NCHW to ``[N, C / b, H, W,
+    b]`` reads ``x[n, cb * b + ci, h, w]``. By rows each row is one gather at simple
+    addresses, and rows along ``w`` read adjacent elements; flattened, every lane
+    divides the flat index first (NCHW to blocked 2-10x slower)."""
+    op = st.tensor.op
+    assert op is not None
+    if len(op.axes) < 2 or op.axes[-1].extent > SHORT_ROW_LANES:
+        return False
+    last = op.axes[-1].var
+    for e in walk(inlined_body(st, s)):
+        if isinstance(e, Load) and isinstance(e.buffer, Tensor) and e.indices:
+            uses = [any(v is last for v in free_vars(x)) for x in e.indices]
+            if any(uses[:-1]) and not uses[-1]:
+                return True
+    return False
 
 
 def _moves_rows(load: Load, axes: list[Expr], spatial: Sequence[IterVar]) -> bool:
