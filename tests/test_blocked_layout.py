@@ -25,8 +25,9 @@ def weight(b: GraphBuilder, name: str, shape: tuple[int, ...]):  # noqa: ANN201
 
 
 def mobile_block() -> Graph:
-    """A stem from three channels, an inverted residual (expand, depthwise stride 1 and 2,
-    project, residual add), a max pool, a Squeeze-Excite scale and a classifier head."""
+    """A stem from three channels, an inverted residual (expand with SiLU, depthwise stride
+    1 and 2, project, residual add), a max pool, a Squeeze-Excite scale and a classifier
+    head."""
     b = GraphBuilder()
     x = b.input("x", (1, 3, 12, 12), "float32")
     h = b.add1("conv2d", [x, weight(b, "w_stem", (16, 3, 3, 3))],
@@ -34,7 +35,7 @@ def mobile_block() -> Graph:
     h = b.add1("add", [h, weight(b, "bias", (16, 1, 1))], name="stem_bias")
     h = b.add1("clip", [h], {"min": 0.0, "max": 6.0}, name="stem_act")
     e = b.add1("conv2d", [h, weight(b, "w_exp", (32, 16, 1, 1))], name="expand")
-    e = b.add1("relu", [e], name="expand_act")
+    e = b.add1("mul", [e, b.add1("sigmoid", [e], name="expand_gate")], name="expand_act")
     d = b.add1("conv2d", [e, weight(b, "w_dw", (32, 1, 3, 3))],
                {"pads": [1, 1, 1, 1], "groups": 32}, name="dw")
     p = b.add1("conv2d", [d, weight(b, "w_proj", (16, 32, 1, 1))], name="project")
@@ -59,7 +60,8 @@ def test_the_layout_flows_from_the_first_convolution_to_the_edges() -> None:
     ops = [(n.name, n.op, len(n.outputs[0].shape)) for n in g.nodes]
     blocked = {name for name, _, rank in ops if rank == 5}
     # every convolution, the ops between them and the pooling windows run blocked
-    assert {"stem", "stem_bias", "stem_act", "expand", "expand_act", "dw", "project",
+    assert {"stem", "stem_bias", "stem_act", "expand", "expand_gate", "expand_act", "dw",
+            "project",
             "residual", "dw_s2", "pool", "squeeze", "se", "gate", "excite", "gap",
             "m2"} <= blocked
     # the stem reads the three-channel image as it is; only the reshape into the

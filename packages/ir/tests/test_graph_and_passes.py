@@ -241,3 +241,22 @@ def test_text_round_trip_keeps_scalars_and_exported_names() -> None:
     assert g.constants()[0].shape == ()
     again = parse_graph(str(g))
     assert str(again) == str(g)
+
+
+def test_a_diamond_closes_into_its_anchor_group() -> None:
+    """x * sigmoid(x) after a product is one group (the activation at the product's
+    write-back); a diamond whose side reads another input stays apart."""
+    b = GraphBuilder()
+    x = b.input("x", (4, 8), "float32")
+    other = b.input("other", (4, 8), "float32")
+    h = b.add1("matmul", [x, b.constant("w", rng.standard_normal((8, 8)).astype("float32"))])
+    h = b.add1("add", [h, b.constant("bias", np.ones(8, "float32"))])
+    y = b.add1("mul", [h, b.add1("sigmoid", [h], name="gate")], name="silu")
+    z = b.add1("mul", [y, b.add1("add", [y, other], name="side")], name="outside")
+    g = b.finish([z])
+    groups = fuse_ops(g)
+    assert [[n.op for n in grp.nodes] for grp in groups] == [
+        ["matmul", "add", "sigmoid", "mul"], ["add", "mul"]]
+    feeds = {"x": rng.standard_normal((4, 8)).astype("float32"),
+             "other": rng.standard_normal((4, 8)).astype("float32")}
+    assert np.isfinite(run_graph(g, feeds)[0]).all()

@@ -10,7 +10,10 @@ Rules by fusion pattern (the ops' ``Pattern``), applied in topological order:
   (prologues: exp -> sum);
 - opaque ops and out-elementwise-fusable anchors (matmul, conv) start their own group;
 - ``standalone`` nodes (Concats done in place, see concat_views.py) are a group of their
-  own that nothing joins.
+  own that nothing joins;
+- an elementwise node that closes a diamond (``x * sigmoid(x)``, GELU's ``x * (1 +
+  erf(x / sqrt 2))``) joins the group of ``x`` together with the elementwise groups on
+  the other side, when those read only that group's values and feed only this node.
 Joining only producers whose outputs have no other consumer guarantees the groups form
 a DAG; they are returned in an order that runs each after the groups it reads.
 """
@@ -59,12 +62,16 @@ def fuse_ops(graph: Graph, enabled: bool = True,
     stay alone."""
     consumers = graph.consumers()
     output_ids = {v.uid for v in graph.outputs}
+    position = {id(n): i for i, n in enumerate(graph.nodes)}
     group_of: dict[int, FusedGroup] = {}  # node id -> group
     groups: list[FusedGroup] = []
     for node in graph.nodes:
         target = None
         pattern = get_op(node.op).pattern
-        if enabled and id(node) not in standalone:
+        if enabled and id(node) not in standalone and pattern <= Pattern.BROADCAST:
+            target = _close_diamond(node, group_of, groups, consumers, output_ids, standalone,
+                                    position)
+        if target is None and enabled and id(node) not in standalone:
             for v in node.inputs:
                 if v.producer is None or v.is_constant or id(v.producer) in standalone:
                     continue
@@ -82,11 +89,57 @@ def fuse_ops(graph: Graph, enabled: bool = True,
     # A node may join an earlier group while reading a value of a later one (relu(x) *
     # neg(x)). Values leave a group only from its last node, so ordering groups by their
     # last node's position is a valid schedule.
-    position = {id(n): i for i, n in enumerate(graph.nodes)}
     groups.sort(key=lambda g: position[id(g.nodes[-1])])
     for g in groups:
         _fill_boundary(g, consumers, output_ids)
     return groups
+
+
+def _close_diamond(node: Node, group_of: dict[int, FusedGroup], groups: list[FusedGroup],
+                   consumers: dict[int, list[Node]], output_ids: set[int],
+                   standalone: AbstractSet[int], position: dict[int, int]
+                   ) -> FusedGroup | None:
+    """The group ``node`` joins by closing a diamond, or None.
+
+    ``x * sigmoid(x)`` after a convolution: the sigmoid could not join the convolution's
+    group (x has a second reader, the multiply), so it started a group of its own; the
+    multiply reads both. When every group ``node`` reads (besides one, the anchor's) is
+    elementwise, reads nothing but the anchor's values and constants, and feeds nothing
+    but ``node``, those groups and ``node`` all join the anchor's group: one kernel, the
+    activation computed at the anchor's write-back."""
+    read = [group_of[id(v.producer)] for v in node.inputs
+            if v.producer is not None and not v.is_constant and id(v.producer) in group_of]
+    distinct = list({id(g): g for g in read}.values())
+    if len(distinct) < 2:
+        return None
+    for anchor in distinct:
+        sides = [g for g in distinct if g is not anchor]
+        if not all(g.pattern <= Pattern.BROADCAST and _can_join(g.pattern, anchor.pattern)
+                   and not any(id(n) in standalone for n in g.nodes) for g in sides):
+            continue
+        anchor_ids = {id(n) for n in anchor.nodes}
+        if not all(_fed_by(g, anchor_ids) for g in sides):
+            continue
+        inside = anchor_ids | {id(n) for g in sides for n in g.nodes} | {id(node)}
+        if any(v.uid in output_ids or any(id(c) not in inside for c in consumers.get(v.uid, []))
+               for g in (anchor, *sides) for n in g.nodes for v in n.outputs):
+            continue
+        for g in sides:
+            anchor.nodes.extend(g.nodes)
+            for n in g.nodes:
+                group_of[id(n)] = anchor
+            groups.remove(g)
+        anchor.nodes.sort(key=lambda n: position[id(n)])
+        return anchor
+    return None
+
+
+def _fed_by(g: FusedGroup, anchor: set[int]) -> bool:
+    """Whether ``g`` reads only constants, its own values and the anchor's."""
+    own = {id(n) for n in g.nodes}
+    return all(v.is_constant or (v.producer is not None and (id(v.producer) in own
+                                                              or id(v.producer) in anchor))
+               for n in g.nodes for v in n.inputs)
 
 
 def _sole_consumer(g: FusedGroup, node: Node, consumers: dict[int, list[Node]],

@@ -89,6 +89,9 @@ PACK_MIN_ROWS = 64
 #: Reductions at least this long may run in cache-sized blocks (``CpuRules.blocking``):
 #: shorter ones gain little and would lose their fused epilogue.
 BLOCKED_DEPTH = 1024
+#: A stage read by one this many times its size is computed once, not inlined
+#: (:meth:`CpuRules.inline`).
+BROADCAST_READ_RATIO = 16
 YES_NO = (True, False)
 NO_YES = (False, True)
 
@@ -112,7 +115,17 @@ class CpuRules:
 
     # -- elementwise stages ----------------------------------------------------------
     def inline(self, st: Stage) -> None:
-        self.s.compute_inline(st.name)
+        """Inlined into its readers, unless a reader is many times its size (a
+        Squeeze-Excite gate, ``sigmoid(conv(pooled))``, read by every pixel): inlined,
+        its body would run once per element of that reader (an exp per pixel for one
+        value per channel), so it gets loops and a buffer of its own instead."""
+        size = math.prod(st.tensor.shape)
+        broadcast = any(math.prod(r.tensor.shape) >= BROADCAST_READ_RATIO * size
+                        for r in self.readers.get(st.tensor.uid, []))
+        if not broadcast or self.choose(st, "inline", False, NO_YES):
+            self.s.compute_inline(st.name)
+        else:
+            self.loops(st, 0, self.loop_knobs(st, VECTOR_BLOCK))
 
     def elementwise(self, st: Stage) -> None:
         """One flat loop over the elements in vector chunks; chunks shared by threads.

@@ -20,22 +20,31 @@ def stage_readers(s: Schedule) -> dict[int, list[Stage]]:
 
 def epilogue_consumer(stage: Stage, outputs: set[int],
                       readers: dict[int, list[Stage]]) -> str | None:
-    """The output stage at the end of a single-reader, same-shape elementwise chain after
-    ``stage`` (``None`` when ``stage`` is itself an output or the chain branches)."""
+    """The one output stage that every same-shape elementwise path from ``stage`` ends
+    in: a chain (bias, activation) or a diamond that closes again (``x * sigmoid(x)``).
+    ``None`` when ``stage`` is itself an output, or its paths end in more than one
+    output or pass a reduction or another shape."""
     if stage.tensor.uid in outputs:
         return None
-    chain = stage
-    while True:
-        users = readers.get(chain.tensor.uid, [])
-        if len(users) != 1:
+    found: set[str] = set()
+    seen: set[int] = set()
+    todo = [stage]
+    while todo:
+        users = readers.get(todo.pop().tensor.uid, [])
+        if not users:
             return None
-        user = users[0]
-        op = user.tensor.op
-        if op is None or op.reduce_axes or user.tensor.shape != stage.tensor.shape:
-            return None
-        if user.tensor.uid in outputs:
-            return user.name
-        chain = user
+        for user in users:
+            op = user.tensor.op
+            if op is None or op.reduce_axes or user.tensor.shape != stage.tensor.shape:
+                return None
+            if user.tensor.uid in outputs:
+                if readers.get(user.tensor.uid):
+                    return None
+                found.add(user.name)
+            elif user.tensor.uid not in seen:
+                seen.add(user.tensor.uid)
+                todo.append(user)
+    return found.pop() if len(found) == 1 else None
 
 
 def fuse_epilogue_chain(s: Schedule, stage: Stage, outputs: set[int],
