@@ -198,3 +198,51 @@ def test_matmul_weights_can_be_packed_into_panels() -> None:
     got = interpret(task, space.schedule(tuple(config)), arrays)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def _blocked_windows():  # noqa: ANN202
+    """Dense (from a plain and a blocked input), grouped and depthwise convolutions and a
+    pooling window on channel-blocked activations (the default CPU layout)."""
+    rng = np.random.default_rng(4)
+    b = GraphBuilder("blocked")
+    x = b.input("x", (1, 3, 6, 6), "float32")
+
+    def w(shape: tuple[int, ...]):  # noqa: ANN202
+        return b.constant(f"w{len(shape)}_{shape[0]}_{shape[1]}",
+                          rng.standard_normal(shape).astype("float32"))
+
+    h = b.add1("conv2d", [x, w((16, 3, 3, 3))], {"pads": [1, 1, 1, 1]}, name="stem")
+    h = b.add1("relu", [h], name="act")
+    h = b.add1("conv2d", [h, w((16, 8, 3, 3))], {"pads": [1, 1, 1, 1], "groups": 2},
+               name="grouped")
+    h = b.add1("conv2d", [h, w((16, 1, 3, 3))],
+               {"pads": [1, 1, 1, 1], "groups": 16, "strides": [2, 2]}, name="dw")
+    h = b.add1("pool2d", [h], {"kernel": [3, 3], "mode": "max", "pads": [1, 1, 1, 1],
+                               "strides": [1, 1]}, name="pool")
+    h = b.add1("conv2d", [h, w((24, 16, 1, 1))], name="dense")
+    return b.finish([h])
+
+
+def test_random_candidates_of_blocked_windows_match() -> None:
+    """Every knob of the blocked-window rule (blocks per tile, rows, k orders and
+    splits, ...) schedules correctly: random candidates compute the default's result."""
+    tasks = [t for t in extract_tasks(_blocked_windows())
+             if any(len(v.shape) == 5 for v in t.group.outputs)]
+    assert len(tasks) >= 4
+    rng = random.Random(7)
+    for task in tasks:
+        space = SearchSpace(task)
+        arrays = random_inputs(task, seed=3)
+        (want,) = interpret(task, schedule_cpu(task.compute()[1]), arrays)[:1]
+        configs = [space.sample(rng) for _ in range(3)]
+        # the rows between split reduce loops, beside unrolled blocks of channels
+        mid = list(space.default())
+        for k, (_, knob) in enumerate(space.knobs):
+            want_value = {"rows_pos": "mid", "ksplit": 4, "cblocks": 2}.get(knob.name)
+            if want_value in knob.choices:
+                mid[k] = want_value
+        if space.valid(tuple(mid)):
+            configs.append(tuple(mid))
+        for config in configs:
+            (got,) = interpret(task, space.schedule(config), arrays)[:1]
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -191,7 +191,7 @@ def build_tile(s: Schedule, shape: TileShape, t: Tile) -> bool:
             reduce.append(name)
     if ii is not None and t.rows_pos == "mid" and ko is not None:
         reduce.insert(reduce.index(ko) + 1, ii)
-        below = [*reduce, ji]
+        below = [*reduce, block_inner, ji]
     else:
         below = [*reduce, ii, block_inner, ji]
     if t.kpos == "outer" and ko is not None:
