@@ -2,6 +2,7 @@
 
     python bench/conv_layers.py                         # every layer below
     python bench/conv_layers.py --layers mb_dw112s2,r_3x3_7 --repeat 100
+    python bench/conv_layers.py --in-model --layers r_3x3_56  # input laid out as in a model
 
 Each layer is a Conv (bias folded in, as in the benchmark models) followed by ReLU6 (as
 in MobileNetV2), at batch 1. Both engines run it interleaved in one process (see
@@ -59,11 +60,15 @@ LAYERS: dict[str, tuple[int, int, int, int, int, int]] = {
 }
 
 
-def layer_model(cin: int, cout: int, kernel: int, stride: int, groups: int, size: int
-                ) -> tuple[object, int]:
-    """The ONNX model of one layer and its multiply-add count x 2."""
+def layer_model(cin: int, cout: int, kernel: int, stride: int, groups: int, size: int,
+                in_model: bool = False) -> tuple[object, int]:
+    """The ONNX model of one layer and its multiply-add count x 2. ``in_model`` puts a
+    1x1 depthwise layer first, so the layer reads its input in the layout a model gives
+    it (channel blocks on a CPU target) instead of the graph input's NCHW."""
     g = GraphBuilder("layer", 17, 0)
     x = g.input("input", [1, cin, size, size])
+    if in_model:
+        x = conv_bn(g, x, cin, cin, 1, 1, cin, bn=False)
     y = relu6(g, conv_bn(g, x, cin, cout, kernel, stride, groups, bn=False))
     out = (size + 2 * (kernel // 2) - kernel) // stride + 1
     g.output(y, [1, cout, out, out], name="out")
@@ -71,11 +76,24 @@ def layer_model(cin: int, cout: int, kernel: int, stride: int, groups: int, size
     return g.model(f"conv layer {cin}->{cout} k{kernel} s{stride} g{groups} at {size}"), flops
 
 
+def _conv_kernel_ms(module: object, feeds: dict[str, np.ndarray]) -> float:
+    """The layer's own kernel (its step ends in the ReLU6 clip), best of 5 x 20 runs."""
+    best = float("inf")
+    for _ in range(5):
+        for row in module.profile(feeds, repeat=20):  # type: ignore[attr-defined]
+            if row["name"].endswith("clip"):
+                best = min(best, row["mean_ms"])
+    return best
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--layers", default=",".join(LAYERS), help="comma-separated layer names")
     p.add_argument("--repeat", type=int, default=50)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--in-model", action="store_true",
+                   help="a 1x1 depthwise layer first (both engines), and a column with "
+                        "tensorsmith's convolution kernel alone (min ms of m.profile())")
     args = p.parse_args(argv)
 
     import tensorsmith.runtime as rt
@@ -87,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'layer':12s} | {'tsm ms':>15s} | {'ORT ms':>15s} | tsm GF/s | ORT GF/s | ratio")
     with tempfile.TemporaryDirectory(prefix="tsm-layers-") as tmp:
         for name in args.layers.split(","):
-            model, flops = layer_model(*LAYERS[name])
+            model, flops = layer_model(*LAYERS[name], in_model=args.in_model)
             cin, size = LAYERS[name][0], LAYERS[name][5]
             feeds = {"input": np.random.default_rng(0).standard_normal(
                 (1, cin, size, size)).astype(np.float32)}
@@ -101,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
                                     lambda s=session, f=feeds: s.run(None, f)],
                                    repeat=args.repeat, warmup=5)
             note = "" if err < 1e-4 else f"  WRONG (rel err {err:.1e})"
+            if args.in_model:
+                note += f"  kernel {_conv_kernel_ms(module, feeds):.3f} ms"
             print(f"{name:12s} | {tsm.median_ms:7.3f} ({tsm.min_ms:5.3f}) | "
                   f"{ort.median_ms:7.3f} ({ort.min_ms:5.3f}) | {flops / tsm.min_ms / 1e6:8.1f} | "
                   f"{flops / ort.min_ms / 1e6:8.1f} | {ort.median_ms / tsm.median_ms:5.2f}{note}",
