@@ -91,31 +91,43 @@ def write_artifact(
     half a file and a process that has the old library mapped keeps running.
     """
     path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(payload)
+        finish_artifact(tmp, path, sections, metadata)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def finish_artifact(payload_file: str | os.PathLike[str], path: str | os.PathLike[str],
+                    sections: dict[str, bytes], metadata: dict) -> None:
+    """Make ``payload_file`` (holding the payload alone) the artifact at ``path``, as
+    :func:`write_artifact` would write it: the sections, metadata and footer are appended
+    and the file renamed into place, so a payload of hundreds of megabytes (a library
+    with GPT-2's weights) is hashed once and never copied. ``payload_file`` must be on
+    ``path``'s file system."""
+    payload_file = Path(payload_file)
     meta = {k: v for k, v in metadata.items() if k not in _FILLED_IN}
+    digest = hashlib.sha256()
+    with open(payload_file, "rb") as f:
+        for chunk in iter(lambda: f.read(CHUNK), b""):
+            digest.update(chunk)
     layout: dict[str, list[int]] = {}
-    offset = len(payload)
+    offset = payload_file.stat().st_size
     for name, blob in sections.items():
         layout[name] = [offset, len(blob)]
         offset += len(blob)
-    digest = hashlib.sha256(payload)
-    for blob in sections.values():
         digest.update(blob)
     meta = {"format_version": FORMAT_VERSION, **meta, "sections": layout}
     meta["checksum"] = digest.hexdigest()
     meta_bytes = json.dumps(meta, ensure_ascii=False).encode("utf-8")
     footer = FOOTER.pack(MAGIC, FORMAT_VERSION, 0, offset, len(meta_bytes))
-
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(payload)
-            for blob in sections.values():
-                f.write(blob)
-            f.write(meta_bytes)
-            f.write(footer)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with open(payload_file, "ab") as f:
+        for blob in sections.values():
+            f.write(blob)
+        f.write(meta_bytes)
+        f.write(footer)
+    os.replace(payload_file, path)
 
 
 def read_artifact(path: str | os.PathLike[str], *, verify_checksum: bool = True) -> Artifact:

@@ -44,16 +44,19 @@ class LLVMKernels:
         raise ValueError(f"no {kind!r} source for the llvm target; use 'llvm' or 'tir'")
 
     def export(self, path: str, plan: dict[str, Any], params: bytes) -> None:
-        from tensorsmith.runtime.artifact import write_artifact
+        """Link the library beside ``path`` and make it the artifact in place: with the
+        weights inside it can be hundreds of megabytes, never read back or copied."""
+        from tensorsmith.runtime.artifact import finish_artifact
 
         from .link import link_shared
         from .plan_c import plan_source
 
         metadata = {**plan, "target": str(self.target)}
-        with tempfile.TemporaryDirectory(prefix="tsm-export-") as tmp:
+        where = Path(path).resolve().parent
+        with tempfile.TemporaryDirectory(prefix=".tsm-export-", dir=where) as tmp:
             so = Path(tmp) / "model.so"
             link_shared(lambda: self.objects, plan_source(plan, metadata), params, so)
-            write_artifact(path, so.read_bytes(), {}, metadata)
+            finish_artifact(so, path, {}, metadata)
 
 
 def codegen(funcs: list[PrimFunc], target: Target) -> LLVMKernels:

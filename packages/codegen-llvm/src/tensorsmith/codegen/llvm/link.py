@@ -91,10 +91,9 @@ def link_shared(kernel_objects: Callable[[], list[bytes]], plan_c: str, params: 
         for name, data in zip(kernels, objects, strict=True):
             (d / name).write_bytes(data)
         cmd = [cc, *CFLAGS, "-shared", "plan.o", *sorted(runtime), *kernels, "params.o", "-o",
-               "model.so", "-lpthread", "-lm"]
+               str(Path(out_path).resolve()), "-lpthread", "-lm"]
         result = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
         _check(result.returncode, cmd, result.stderr)
-        shutil.copyfile(d / "model.so", out_path)
 
 
 def _check(returncode: int, cmd: list[str], errors: str) -> None:
