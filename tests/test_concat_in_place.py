@@ -130,3 +130,15 @@ def test_parts_read_elsewhere_and_a_concat_that_is_an_output(tmp_path: Path) -> 
     other = b.add1("concat", [a, b.add1("neg", [x], name="n")], {"axis": 1}, name="other")
     g = b.finish([cat, b.add1("exp", [a], name="reads_a"), b.add1("abs", [other], name="o")])
     check(g, {"x": rng.standard_normal((1, 5, 7)).astype("float32")}, tmp_path)
+
+
+def test_a_diamond_after_a_concat_in_place_runs_apart(tmp_path: Path) -> None:
+    """``c * sigmoid(c)`` of a Concat done in place: the Concat's group runs no kernel,
+    so the diamond does not close into it."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 2, 3, 3), "float32")
+    c = b.add1("concat", [b.add1("relu", [x], name="r"), b.add1("neg", [x], name="n")],
+               {"axis": 1}, name="cat")
+    g = b.finish([b.add1("mul", [c, b.add1("sigmoid", [c], name="gate")], name="silu")])
+    plan = check(g, {"x": rng.standard_normal((1, 2, 3, 3)).astype("float32")}, tmp_path)
+    assert not any("cat" in s["nodes"] for s in plan["steps"])

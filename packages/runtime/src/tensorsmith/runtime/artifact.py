@@ -108,10 +108,8 @@ def finish_artifact(payload_file: str | os.PathLike[str], path: str | os.PathLik
     ``path``'s file system."""
     payload_file = Path(payload_file)
     meta = {k: v for k, v in metadata.items() if k not in _FILLED_IN}
-    digest = hashlib.sha256()
     with open(payload_file, "rb") as f:
-        for chunk in iter(lambda: f.read(CHUNK), b""):
-            digest.update(chunk)
+        digest = hashlib.file_digest(f, "sha256")
     layout: dict[str, list[int]] = {}
     offset = payload_file.stat().st_size
     for name, blob in sections.items():

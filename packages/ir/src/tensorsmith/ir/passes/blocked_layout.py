@@ -105,7 +105,8 @@ class _Rewriter:
                      node.name + "/reshape")
             self.plain[out.uid] = out
             return True
-        if pattern == Pattern.ELEMWISE and len(ins) == 1:
+        if ((pattern == Pattern.ELEMWISE and len(ins) == 1) or node.op == "pool2d"
+                or (node.op.startswith("reduce_") and _spatial_reduction(node))):
             self.emit(node, [self.blocked[ins[0].uid]], node.attrs)
             return True
         if pattern == Pattern.BROADCAST and len(out.shape) == 4:
@@ -114,12 +115,6 @@ class _Rewriter:
                 self.emit(node, operands, node.attrs)  # type: ignore[arg-type]
                 return True
             return False
-        if node.op == "pool2d":
-            self.emit(node, [self.blocked[ins[0].uid]], node.attrs)
-            return True
-        if node.op.startswith("reduce_") and _spatial_reduction(node):
-            self.emit(node, [self.blocked[ins[0].uid]], node.attrs)
-            return True
         if (node.op == "concat" and len(out.shape) == 4 and node.attrs["axis"] % 4 == 1
                 and all(v.uid in self.blocked for v in ins)):
             self.emit(node, [self.blocked[v.uid] for v in ins], node.attrs)
@@ -157,14 +152,10 @@ class _Rewriter:
         b = self.block
         source = self.channels_last_source(v)
         if source is not None:  # [N, H, W, C] -> [N, H, W, C/b, b] -> [N, C/b, H, W, b]
-            split = self.reshaped(source, (n, h, w, c // b, b))
-            twin = self.add("transpose", [split], {"perm": [*FROM_CHANNELS_LAST, 4]},
-                            Value(v.name + "_blocked", (n, c // b, h, w, b), v.dtype),
-                            v.name + "/to_blocked")
-            self.blocked[v.uid] = twin
-            return twin
-        split = self.reshaped(self.nchw(v), (n, c // b, b, h, w))
-        twin = self.add("transpose", [split], {"perm": [0, 1, 3, 4, 2]},
+            split, perm = self.reshaped(source, (n, h, w, c // b, b)), [*FROM_CHANNELS_LAST, 4]
+        else:
+            split, perm = self.reshaped(self.nchw(v), (n, c // b, b, h, w)), [0, 1, 3, 4, 2]
+        twin = self.add("transpose", [split], {"perm": perm},
                         Value(v.name + "_blocked", (n, c // b, h, w, b), v.dtype),
                         v.name + "/to_blocked")
         self.blocked[v.uid] = twin

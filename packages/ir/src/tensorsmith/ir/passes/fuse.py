@@ -110,12 +110,11 @@ def _close_diamond(node: Node, group_of: dict[int, FusedGroup], groups: list[Fus
     read = [group_of[id(v.producer)] for v in node.inputs
             if v.producer is not None and not v.is_constant and id(v.producer) in group_of]
     distinct = list({id(g): g for g in read}.values())
-    if len(distinct) < 2:
-        return None
+    if len(distinct) < 2 or any(id(n) in standalone for g in distinct for n in g.nodes):
+        return None  # (an in-place Concat's group runs no kernel: nothing joins it)
     for anchor in distinct:
         sides = [g for g in distinct if g is not anchor]
-        if not all(g.pattern <= Pattern.BROADCAST and _can_join(g.pattern, anchor.pattern)
-                   and not any(id(n) in standalone for n in g.nodes) for g in sides):
+        if not all(g.pattern <= Pattern.BROADCAST for g in sides):
             continue
         anchor_ids = {id(n) for n in anchor.nodes}
         if not all(_fed_by(g, anchor_ids) for g in sides):

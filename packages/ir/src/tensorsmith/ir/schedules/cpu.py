@@ -43,18 +43,15 @@ from ..te.expr import Binary, Const
 from ..te.schedule import Schedule, Stage, input_tensors
 from ..te.visit import walk
 from .cpu_shapes import (
-    MIN_ROW_LANES,
-    blocked_read,
     channel_vector_weight,
     depthwise_conv,
     element_bytes,
+    elementwise_rows,
     fuse_all,
-    gathers_short_rows,
     group_outputs,
     packable_input,
     packable_weight,
     pointwise_conv,
-    select_rows,
 )
 from .cpu_sizes import (
     blocked_tile,
@@ -134,20 +131,18 @@ class CpuRules:
         along channels), by rows instead: the rows are one loop the threads share, the
         rest a vector loop, and each select is then one branch per row (lowering turns
         a select that every lane agrees on into a branch)."""
-        row_axes = select_rows(st, self.s)
-        ndim = len(st.leaves)
-        read = blocked_read(st, self.s) if not row_axes else None
-        block = read[1] if read is not None and read[1] >= MIN_ROW_LANES else 0
-        if block or (not row_axes and gathers_short_rows(st, self.s)):
-            row_axes = ndim - 1
+        row_axes, split = elementwise_rows(st, self.s)
         by_rows = bool(row_axes) and self.choose(st, "by_rows", True, YES_NO)
-        knobs = self.loop_knobs(st, block if block and read[0] == ndim - 1 else VECTOR_BLOCK)
-        if by_rows and block and read[0] < ndim - 1:
+        names = [lf.name for lf in st.leaves]
+        # split along the last axis: rows of one block each, its lanes one vector
+        lanes = split[1] if split is not None and split[0] == len(names) - 1 else 0
+        knobs = self.loop_knobs(st, lanes or VECTOR_BLOCK)
+        if by_rows and split is not None and not lanes:
             # a blocked layout written back to NCHW: the k channels of a block as
             # adjacent rows, so the k rows reading the same input run one after another
-            names = [lf.name for lf in st.leaves]
-            outer, inner = self.s.split(st.name, names[read[0]], block)
-            self.s.reorder(st.name, *names[:read[0]], outer, *names[read[0] + 1:-1], inner,
+            axis, k = split
+            outer, inner = self.s.split(st.name, names[axis], k)
+            self.s.reorder(st.name, *names[:axis], outer, *names[axis + 1:-1], inner,
                            names[-1])
             row_axes += 1
         self.loops(st, row_axes if by_rows else 0, knobs)
@@ -413,8 +408,8 @@ class CpuRules:
         any stride is one contiguous vector load.
 
         A dense convolution tiles ``cblocks`` blocks of output channels by ``rows``
-        output pixels of the flattened image (``n, ob.o, p.o | rc, ry, rx, rci | ob.i,
-        p.i, lanes``): each input element is one broadcast for all its blocks, each
+        output pixels of the flattened image (``n, ob.o, p.o | rc, ry, rci, rx | p.i,
+        ob.i, lanes``): each input element is one broadcast for all its blocks, each
         weight vector (stored ``[O / b, C, KH, KW, b]``) one load for all its rows, and
         only the image's last tile is partial. A depthwise convolution or pooling window
         has one block and its rows along an output row (``n, c.o, y, x.o | ry, rx |
@@ -429,14 +424,8 @@ class CpuRules:
                        if t.op is None and t.ndim == 4 and t.name in self.constants), None)
         shape = self.tile_shape(st, 3, weight=weight)
         vec = self.vec_knob(st, lanes, lanes)
-        # over a blocked input, (input block, ry, lane, rx): consecutive steps read
-        # adjacent weight vectors ([O/b, C, KH, KW, b]) and input pixels (3-5% on
-        # ResNets, AVX2, interleaved A/B)
-        lane_before_rx = ("rc", "ry", "rci", "rx")
-        korder = next((k for k, order in enumerate(shape.reduce_orders)
-                       if order == lane_before_rx), 0)
         self.tile(st, shape, vec=vec, rows=rows, outer_order="natural", vec_axis="block",
-                  flatten=dense, cblocks=max(1, cblocks), korder=korder)
+                  flatten=dense, cblocks=max(1, cblocks))
 
     def winograd_output(self, st: Stage) -> None:
         """A Winograd output transform reads its products with output channels
@@ -541,7 +530,7 @@ class CpuRules:
     def tile(self, st: Stage, shape: TileShape, *, vec: int, rows: int, outer_order: str,
              tile_cols: int = 1, kblock: int | None = None, flatten: bool = False,
              pack: bool = False, vec_axis: str = "cols", cvec: int = 0, crows: int = 0,
-             unroll_reduce: bool = False, cblocks: int = 1, korder: int = 0) -> None:
+             unroll_reduce: bool = False, cblocks: int = 1) -> None:
         """Ask every other knob of a register tile (``vec`` is :meth:`vec_knob`'s
         answer), with the rule's choices as defaults, and build it (cpu_tile.py).
         Products (not windows) may also run their reduction in cache-sized blocks:
@@ -565,7 +554,7 @@ class CpuRules:
             tile_cols=ask(st, "tile_cols", tile_cols, options(cols, (1, 2, 4, 8, 16))),
             inner_order=ask(st, "inner_order", "rc", ("rc", "cr")),
             ksplit=ask(st, "ksplit", 0, options(depth - 1, (0, 4, 8, 16, 32, 64))),
-            korder=ask(st, "korder", korder, tuple(range(len(shape.reduce_orders)))),
+            korder=ask(st, "korder", 0, tuple(range(len(shape.reduce_orders)))),
             rows_pos=ask(st, "rows_pos", "inner", ("inner", "mid")),
             kpos=ask(st, "kpos", "inner", ("inner", "outer")),
             unroll_rows=ask(st, "unroll_rows", True, YES_NO),

@@ -11,7 +11,7 @@ from ..dtypes import itemsize
 from ..te.expr import Binary, Const, Expr, IterVar, Load, Select, Var
 from ..te.schedule import Schedule, Stage, input_tensors
 from ..te.simplify import simplify
-from ..te.tensor import Tensor
+from ..te.tensor import ComputeOp, Tensor
 from ..te.tiles import affine_form
 from ..te.visit import collect_loads, free_vars, rewrite, substitute, walk
 
@@ -122,17 +122,13 @@ def inlined_body(st: Stage, s: Schedule) -> Expr:
     return expand(st.tensor.op.body)
 
 
-def blocked_read(st: Stage, s: Schedule) -> tuple[int, int] | None:
+def _blocked_read(op: ComputeOp, body: Expr) -> tuple[int, int] | None:
     """``(axis, k)`` when the stage reads an input's last axis as ``c % k`` of its own
     axis ``c`` = ``axis``: a blocked layout ([N, C / k, H, W, k]) written back to NCHW
     (``axis`` 1) or channels-last (the last axis). Either way ``c`` is best split by
     ``k``: its lanes then read one contiguous block, or the ``k`` rows that read the same
     blocks run one after another while those are in cache."""
-    op = st.tensor.op
-    assert op is not None
-    if len(op.axes) < 2:
-        return None
-    for e in walk(inlined_body(st, s)):
+    for e in walk(body):
         if not (isinstance(e, Load) and isinstance(e.buffer, Tensor) and e.indices):
             continue
         index = e.indices[-1]
@@ -151,22 +147,20 @@ def blocked_read(st: Stage, s: Schedule) -> tuple[int, int] | None:
     return None
 
 
-#: Lanes of a row at most for :func:`gathers_short_rows`.
+#: Lanes of a row at most for :func:`_gathers_short_rows`.
 SHORT_ROW_LANES = 16
 
 
-def gathers_short_rows(st: Stage, s: Schedule) -> bool:
+def _gathers_short_rows(op: ComputeOp, body: Expr) -> bool:
     """Whether the stage's last axis is short (a blocked layout's lanes) and an input
     reads it in another of its axes, not its own last one: NCHW to ``[N, C / b, H, W,
     b]`` reads ``x[n, cb * b + ci, h, w]``. By rows each row is one gather at simple
     addresses, and rows along ``w`` read adjacent elements; flattened, every lane
     divides the flat index first (NCHW to blocked 2-10x slower)."""
-    op = st.tensor.op
-    assert op is not None
-    if len(op.axes) < 2 or op.axes[-1].extent > SHORT_ROW_LANES:
+    if op.axes[-1].extent > SHORT_ROW_LANES:
         return False
     last = op.axes[-1].var
-    for e in walk(inlined_body(st, s)):
+    for e in walk(body):
         if isinstance(e, Load) and isinstance(e.buffer, Tensor) and e.indices:
             uses = [any(v is last for v in free_vars(x)) for x in e.indices]
             if any(uses[:-1]) and not uses[-1]:
@@ -188,11 +182,31 @@ def _moves_rows(load: Load, axes: list[Expr], spatial: Sequence[IterVar]) -> boo
     return any(x is not a for x, a, ax in zip(load.indices, axes, spatial) if ax.extent > 1)
 
 
-#: Lanes of a row at least for :func:`select_rows` to run a stage by rows of its last axis.
+#: Lanes of a row at least for a stage to run by rows of its last axis.
 MIN_ROW_LANES = 4
 
 
-def select_rows(st: Stage, s: Schedule) -> int:
+def elementwise_rows(st: Stage, s: Schedule) -> tuple[int, tuple[int, int] | None]:
+    """How an elementwise stage runs by rows: ``(row_axes, split)``, its first
+    ``row_axes`` axes fused into rows (0: one flat loop in vector chunks), and ``split``
+    = ``(axis, k)`` where its rows read a blocked layout and that axis is best split by
+    ``k`` (:func:`_blocked_read`). The stages inlined into it are written out once for
+    the three questions."""
+    op = st.tensor.op
+    assert op is not None
+    if len(op.axes) < 2:
+        return 0, None
+    body = inlined_body(st, s)
+    rows = _select_rows(op, body)
+    if rows:
+        return rows, None
+    read = _blocked_read(op, body)
+    if read is not None and read[1] >= MIN_ROW_LANES:
+        return len(op.axes) - 1, read
+    return (len(op.axes) - 1 if _gathers_short_rows(op, body) else 0), None
+
+
+def _select_rows(op: ComputeOp, body: Expr) -> int:
     """How many leading axes of an elementwise stage the conditions of its selects, or
     the reads of its broadcast operands, depend on (its own and those of the stages
     inlined into it), when that leaves trailing axes worth a vector loop; else 0.
@@ -200,11 +214,7 @@ def select_rows(st: Stage, s: Schedule) -> int:
     By rows, such a condition or read is one scalar per row. Flattened into one vector
     loop, a per-channel scale (a batch norm after a DenseNet Concat) is a division of the
     flat index per lane and a gather: slow to run, and a second per kernel for LLVM."""
-    op = st.tensor.op
-    assert op is not None
     axes = [a.var for a in op.axes]
-    if len(axes) < 2:
-        return 0
 
     def deepest_axis(*exprs: Expr) -> int:
         used = {id(v) for e in exprs for v in free_vars(e)}
@@ -212,7 +222,7 @@ def select_rows(st: Stage, s: Schedule) -> int:
 
     deepest = -1
     along_last = False  # a broadcast operand that varies along the last axis
-    for e in walk(inlined_body(st, s)):
+    for e in walk(body):
         if isinstance(e, Select) and not any(isinstance(x, Load) for x in walk(e.cond)):
             deepest = max(deepest, deepest_axis(e.cond))
         elif isinstance(e, Load) and isinstance(e.buffer, Tensor):
