@@ -333,6 +333,29 @@ def test_long_reduction_runs_in_blocks_with_partial_sums() -> None:
     assert not steps or all(s[0] != "fuse_epilogue" for s in steps)
 
 
+def test_blocks_of_k_inside_a_block_of_tiles() -> None:
+    """``kblock_pos="tile"`` moves the blocks of k inside the parallel loop, above a
+    block of 2 x 2 register tiles whose part of the output stays in cache across them;
+    with tails in both rows and columns (7 row tiles of 3, panels of 8 over 40), the
+    result is still exact."""
+    tiny = CpuResources("tiny-l2", vector_bits=256, vector_registers=16, l2_bytes=8192)
+    a, b = (te.placeholder((20, 1024), "float32", "in0"),
+            te.placeholder((1024, 40), "float32", "in1"))
+    (out,) = get_op("matmul").compute([a, b], {}, [TensorType((20, 40), "float32")], "t0")
+    answers = {"kblock_pos": "tile", "tile_rows": 2, "tile_cols": 2, "rows": 3, "vec": 8}
+    sched = schedule_cpu([out], resources=tiny, constants=frozenset({"in1"}),
+                         choose=lambda st, knob, default, choices=(): answers.get(knob,
+                                                                                   default))
+    func = te.lower(sched, [a, b], [out])
+    loops = [s for s in walk_stmts(func.body) if isinstance(s, For)]
+    parallel = next(i for i, s in enumerate(loops) if s.kind == "parallel")
+    assert loops[parallel + 1].var.name == "k.o"  # right inside the parallel loop
+    arrays = [rng.standard_normal(x.shape).astype("float32") for x in (a, b)]
+    bufs = [*func.stored_inputs(arrays), np.zeros((20, 40), "float32")]
+    run_func(func, bufs)
+    np.testing.assert_allclose(bufs[2], arrays[0] @ arrays[1], rtol=1e-5, atol=1e-4)
+
+
 def test_channel_concat_loads_one_input_per_row() -> None:
     """A Concat along channels runs by rows (channels) with a vector loop along each row:
     its select between inputs is the same for every lane, so lowering makes it a branch

@@ -86,6 +86,12 @@ PACK_MIN_ROWS = 64
 #: Reductions at least this long may run in cache-sized blocks (``CpuRules.blocking``):
 #: shorter ones gain little and would lose their fused epilogue.
 BLOCKED_DEPTH = 1024
+#: The panels of ``B`` a thread walks per block of rows (``CpuRules.blocking``) take at
+#: most half the L2 cache and at most this many bytes. Half of Zen's 512 KiB L2 was best
+#: there; on a Xeon with 2 MiB of L2 (AVX-512, 64 KiB panels), 1 MiB of panels ran
+#: 4096^3 products 1.3-1.7x slower than 512 KiB (A's rows streaming through the L2 push
+#: the panels out of it).
+PANEL_GROUP_BYTES = 512 * 1024
 #: A stage read by one this many times its size is computed once, not inlined
 #: (:meth:`CpuRules.inline`).
 BROADCAST_READ_RATIO = 16
@@ -306,10 +312,12 @@ class CpuRules:
         When neither operand fits half the L2 cache and the reduction is long
         (:data:`BLOCKED_DEPTH`), the reduction runs in blocks of ``kblock`` (a divisor of
         its length near 256, partial sums kept in the output between blocks), and each
-        thread walks ``panels`` panels of ``B`` (one block of them fits half the L2) for
-        every block of rows before it moves on: a block of ``B`` is then read from memory
-        once per block of rows, not once per register tile. The cost is a write-back per
-        block and no fused epilogue."""
+        thread walks ``panels`` panels of ``B`` (half the L2 at most, see
+        :data:`PANEL_GROUP_BYTES`) for every block of rows before it moves on: a block of
+        ``B`` is then read from memory once per block of rows, not once per register
+        tile. The cost is a write-back per block and no fused epilogue. (The
+        ``kblock_pos`` knob may move the blocks of k inside each thread's block of rows and
+        panels instead.)"""
         op = st.tensor.op
         assert op is not None
         if len(op.axes) < 2 or len(op.reduce_axes) != 1:
@@ -323,7 +331,7 @@ class CpuRules:
                        if depth % d == 0), 0)
         if not kblock:
             return 0, 1
-        panels = max(1, half // (kblock * vec * size))
+        panels = max(1, min(half, PANEL_GROUP_BYTES) // (kblock * vec * size))
         return kblock, min(panels, -(-cols // vec))
 
     def matmul_order(self, st: Stage) -> str:
@@ -567,6 +575,8 @@ class CpuRules:
             flatten=flatten, pack=pack, vec_axis=vec_axis, unroll_reduce=unroll_reduce)
         if kblock is not None and len(shape.reduce) == 1:
             knobs["kblock"] = ask(st, "kblock", kblock, options(depth - 1, (0, 128, 256, 512)))
+            if knobs["kblock"]:
+                knobs["kblock_pos"] = ask(st, "kblock_pos", "outer", ("outer", "tile"))
         if unroll_reduce:
             knobs["unroll_reduce"] = ask(st, "unroll_reduce", True, YES_NO)
         if block:

@@ -75,6 +75,9 @@ class Tile:
     epilogue: bool = True
     flatten: bool = False  # a 1x1 convolution: one vector axis over the whole image
     kblock: int = 0
+    kblock_pos: str = "outer"  # "outer": blocks of k outermost (C written back once per
+    # block for all of it); "tile": inside each thread's block of rows and panels, whose
+    # part of C stays in cache across the blocks of k
     unroll_reduce: bool = False
     vec_axis: str = "cols"  # "channels": lanes over output channels; "block": over a
     # blocked layout's channel lanes (its last axis)
@@ -104,6 +107,8 @@ def check_tile(shape: TileShape, t: Tile) -> None:
                     "a k loop above a cached tile would overwrite partial sums")
     conflict_unless(not t.kblock or (t.cache and not t.ksplit),
                     "blocks of k keep their partial sums in a cached tile")
+    conflict_unless(not t.kblock or t.kblock_pos == "outer" or t.tile_rows > 1
+                    or t.tile_cols > 1, "blocks of k inside the tile need a block of tiles")
     unrolled = (rows if t.unroll_rows else 1) * (t.ksplit if t.unroll_k and t.ksplit else 1)
     if t.unroll_reduce:
         unrolled *= math.prod(shape.extent[r] for r in shape.reduce)
@@ -199,7 +204,9 @@ def build_tile(s: Schedule, shape: TileShape, t: Tile) -> bool:
         order = [*outer, ko, *inner_tile, *below]
     else:
         order = [*outer, *inner_tile, *below]
-    if kb is not None:  # blocks of k outermost, the parallel loop inside
+    if kb is not None and t.kblock_pos == "tile" and inner_tile:
+        order.insert(len(outer), kb)  # inside the parallel loop, above the block of tiles
+    elif kb is not None:  # blocks of k outermost, the parallel loop inside
         order.insert(0, kb)
     s.reorder(st, *[x for x in order if x is not None])
     fused = fuse_all(s, st, outer)
