@@ -41,6 +41,22 @@ def test_conv1d(attrs: dict[str, object]) -> None:
     check(m, {"x": rand(2, 3, 9)})
 
 
+@pytest.mark.parametrize("kernel,x_shape,bias", [([2, 2], [2, 6, 5, 4], True),
+                                                 ([3, 2], [1, 6, 4, 5], False),
+                                                 ([2], [1, 6, 7], True)])
+def test_conv_transpose_with_strides_equal_to_its_kernel(kernel: list[int],
+                                                        x_shape: list[int], bias: bool) -> None:
+    """Strides equal to the kernel: a 1x1 convolution to one output tile per pixel and a
+    depth-to-space transpose, with no zeros spread into the input."""
+    inits = {"w": rand(6, 3, *kernel, seed=1)}
+    if bias:
+        inits["b"] = rand(3, seed=2)
+    m = one_node("ConvTranspose", {"x": ("float32", x_shape)}, ["y"], inits, strides=kernel)
+    graph = check(m, {"x": rand(*x_shape)})
+    assert not [n for n in graph.nodes if n.op == "pad"]
+    assert [n.attrs["strides"] for n in graph.nodes if n.op == "conv2d"] == [[1, 1]]
+
+
 def test_conv3d_is_refused() -> None:
     m = one_node("Conv", {"x": ("float32", [1, 1, 3, 3, 3])}, ["y"],
                  {"w": rand(1, 1, 2, 2, 2)})

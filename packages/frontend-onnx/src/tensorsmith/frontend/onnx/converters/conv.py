@@ -255,6 +255,9 @@ def convert_conv_transpose(ctx: NodeContext) -> Value:
     if c_in != x2.shape[1] or c_in % groups:
         raise ctx.error(f"weight {list(w.shape)} does not fit the input {list(x.shape)} with "
                         f"{groups} group(s)")
+    if (groups == 1 and strides == [kh, kw] and dilations == [1, 1] and not any(pads)
+            and not any(out_pad)):
+        return _from_2d(ctx, _tiles_transpose(ctx, x2, w2, bias), dims)
     # [Cin, Cout/g, kh, kw] -> [Cout, Cin/g, kh, kw], flipped spatially
     wt = reshape(ctx, w2, (groups, c_in // groups, c_out_g, kh, kw))
     wt = transpose(ctx, wt, (0, 2, 1, 3, 4))
@@ -271,6 +274,24 @@ def convert_conv_transpose(ctx: NodeContext) -> Value:
     if bias is not None:
         y = ctx.add("add", [y, reshape(ctx, bias, (bias.shape[0], 1, 1))])
     return _from_2d(ctx, y, dims)
+
+
+def _tiles_transpose(ctx: NodeContext, x: Value, w: Value, bias: Value | None) -> Value:
+    """A transposed convolution whose strides equal its kernel (U-Net's 2x2/2 upsampling):
+    each input pixel writes its own ``kh x kw`` tile of the output, so it is a 1x1
+    convolution to ``O * kh * kw`` channels and a depth-to-space transpose. Spread with
+    zeros and convolved instead, it multiplied 3 zeros for every product and copied the
+    image twice (6.8 ms of a U-Net's 100 on 2 cores, AVX2)."""
+    n, _, h, width = x.shape
+    c_in, c_out, kh, kw = w.shape
+    per_tile = reshape(ctx, transpose(ctx, w, (1, 2, 3, 0)), (c_out * kh * kw, c_in, 1, 1))
+    y = ctx.add("conv2d", [x, per_tile], {"strides": [1, 1], "dilations": [1, 1],
+                                          "pads": [0, 0, 0, 0], "groups": 1})
+    y = transpose(ctx, reshape(ctx, y, (n, c_out, kh, kw, h, width)), (0, 1, 4, 2, 5, 3))
+    y = reshape(ctx, y, (n, c_out, h * kh, width * kw))
+    if bias is not None:
+        y = ctx.add("add", [y, reshape(ctx, bias, (c_out, 1, 1))])
+    return y
 
 
 @converter("CausalConvWithState", since=27)
