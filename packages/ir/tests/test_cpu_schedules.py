@@ -16,9 +16,9 @@ from tensorsmith.ir.schedules import rule_knobs, schedule_cpu
 from tensorsmith.ir.schedules.cpu_sizes import DEPTHWISE_SPARE_REGISTERS, register_tile
 from tensorsmith.ir.target import BASELINE_CPU, CpuResources
 from tensorsmith.ir.te.evaluate import run_func
-from tensorsmith.ir.te.expr import Binary, Load, Select
+from tensorsmith.ir.te.expr import Binary, Call, Load, Select
 from tensorsmith.ir.te.stmt import For, IfThenElse, Store
-from tensorsmith.ir.te.visit import walk, walk_stmts
+from tensorsmith.ir.te.visit import stmt_exprs, walk, walk_stmts
 
 rng = np.random.default_rng(5)
 AVX2 = BASELINE_CPU
@@ -354,6 +354,58 @@ def test_blocks_of_k_inside_a_block_of_tiles() -> None:
     bufs = [*func.stored_inputs(arrays), np.zeros((20, 40), "float32")]
     run_func(func, bufs)
     np.testing.assert_allclose(bufs[2], arrays[0] @ arrays[1], rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 70), (2, 1000)])
+def test_softmax_runs_a_row_at_a_time(shape: tuple[int, ...]) -> None:
+    """A softmax's max, exponentials and sum are computed inside its row loop
+    (compute_at): one parallel loop, the exponentials in a row buffer of its own (padded
+    for vector tails), one exp per element, and the result exact."""
+    from tensorsmith.ir.te.stmt import Allocate
+
+    func = check("softmax", [shape], {"axis": -1}, AVX2)
+    top = [s for s in walk_stmts(func.body) if isinstance(s, For) and s.kind == "parallel"]
+    assert len(top) <= 1 and len(func.params) == 2  # no buffer of the whole exponentials
+    rows = [s.buffer for s in walk_stmts(func.body) if isinstance(s, Allocate)
+            and s.buffer.name.endswith("_exp")]
+    assert len(rows) == 1 and rows[0].size >= shape[-1] and rows[0].size % 64 == 0
+    exps = [e for s in walk_stmts(func.body) for x in stmt_exprs(s) for e in walk(x)
+            if isinstance(e, Call) and e.fn == "exp"]
+    assert len(exps) == 1
+
+
+def test_row_reduction_read_outside_the_row_loop_stays_outside() -> None:
+    """A mean's sum is read by the mean (a kernel output with loops of its own) as well as
+    through it by the row loop of ``x - mean``: it is not moved into that loop, whose
+    row buffer the mean's own loop could not see; the kernel stays exact."""
+    x = te.placeholder((1, 197, 192), "float32", "in0")
+    (mean,) = get_op("reduce_mean").compute([x], {"axes": [2], "keepdims": True},
+                                            [TensorType((1, 197, 1), "float32")], "t0")
+    sub = te.compute((1, 197, 192), lambda a, b, c: x[a, b, c] - mean[a, b, 0], name="t1")
+    func = te.lower(schedule_cpu([mean, sub], resources=AVX2), [x], [mean, sub])
+    data = rng.standard_normal((1, 197, 192)).astype("float32")
+    bufs = [data, np.zeros((1, 197, 1), "float32"), np.zeros((1, 197, 192), "float32"),
+            *[np.zeros(b.shape, b.dtype) for b in func.params[3:]]]
+    run_func(func, bufs)
+    want = data.mean(axis=2, keepdims=True)
+    np.testing.assert_allclose(bufs[1], want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(bufs[2], data - want, rtol=1e-5, atol=1e-5)
+
+
+def test_compute_at_needs_the_consumers_outermost_loop_over_the_same_rows() -> None:
+    from tensorsmith.ir.te.schedule import Schedule
+
+    x = te.placeholder((4, 6), "float32", "x")
+    (y,) = get_op("reduce_sum").compute([x], {"axes": [1], "keepdims": True},
+                                        [TensorType((4, 1), "float32")], "t0")
+    z = te.compute((4, 6), lambda i, j: x[i, j] - y[i, 0], name="z")
+    s = Schedule([z])
+    s.fuse(y.name, *[lf.name for lf in s[y.name].leaves if not lf.reduce])
+    with pytest.raises(ValueError, match="outermost"):
+        s.compute_at(y.name, "z", s["z"].leaves[1].name)
+    s.split("z", s["z"].leaves[0].name, 2)  # z's outer loop: 2 iterations, y has 4 rows
+    with pytest.raises(ValueError, match="does not walk"):
+        s.compute_at(y.name, "z", s["z"].leaves[0].name)
 
 
 def test_channel_concat_loads_one_input_per_row() -> None:

@@ -67,8 +67,9 @@ def _softmax_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.nd
 
 def _softmax_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: str
                      ) -> list[te.Tensor]:
-    """max, exp-sum, normalise: the exp is recomputed rather than stored (cheaper than
-    a round trip through memory on every target)."""
+    """max, exp, sum, normalise. The exponentials are a stage of their own, which a
+    schedule may inline (recomputed for the sum and the division: what GPUs do) or keep
+    (the CPU rules compute it a row at a time, in cache: one exp per element)."""
     x = inputs[0]
     axis = attrs["axis"] % x.ndim
     reduced_shape = tuple(1 if d == axis else n for d, n in enumerate(x.shape))
@@ -80,13 +81,16 @@ def _softmax_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType
     mx = te.compute(reduced_shape, lambda *i: te.max(x[with_k(i, k1.var)], k1), name=tag + "_max")
     k2 = te.reduce_axis(x.shape[axis], "k")
     zero = const(0)
-    sm = te.compute(reduced_shape, lambda *i: te.sum(te.exp(
-        x[with_k(i, k2.var)] - mx[with_k(i, zero)]), k2), name=tag + "_sum")
     if attrs.get("log"):
+        sm = te.compute(reduced_shape, lambda *i: te.sum(te.exp(
+            x[with_k(i, k2.var)] - mx[with_k(i, zero)]), k2), name=tag + "_sum")
         return [te.compute(x.shape, lambda *i: x[i] - mx[with_k(i, zero)] - te.log(
             sm[with_k(i, zero)]), name=tag, tag="log_softmax")]
-    return [te.compute(x.shape, lambda *i: te.exp(x[i] - mx[with_k(i, zero)])
-                       / sm[with_k(i, zero)], name=tag, tag="softmax")]
+    e = te.compute(x.shape, lambda *i: te.exp(x[i] - mx[with_k(i, zero)]), name=tag + "_exp")
+    sm = te.compute(reduced_shape, lambda *i: te.sum(e[with_k(i, k2.var)], k2),
+                    name=tag + "_sum")
+    return [te.compute(x.shape, lambda *i: e[i] / sm[with_k(i, zero)], name=tag,
+                       tag="softmax")]
 
 
 register("softmax", Pattern.OPAQUE, _softmax_infer, _softmax_reference, _softmax_compute)

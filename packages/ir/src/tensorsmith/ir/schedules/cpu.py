@@ -121,12 +121,18 @@ class CpuRules:
         """Inlined into its readers, unless a reader is many times its size (a
         Squeeze-Excite gate, ``sigmoid(conv(pooled))``, read by every pixel): inlined,
         its body would run once per element of that reader (an exp per pixel for one
-        value per channel), so it gets loops and a buffer of its own instead."""
+        value per channel), so it gets loops and a buffer of its own instead. So does a
+        stage that a reduction along its rows and another stage both read (a softmax's
+        exponentials): computed once, a row at a time (:meth:`row_reductions`)."""
         size = math.prod(st.tensor.shape)
+        readers = self.readers.get(st.tensor.uid, [])
         broadcast = any(math.prod(r.tensor.shape) >= BROADCAST_READ_RATIO * size
-                        for r in self.readers.get(st.tensor.uid, []))
-        if not broadcast or self.choose(st, "inline", False, NO_YES):
+                        for r in readers)
+        row_shared = len(readers) > 1 and any(_reduces_rows_of(r, st) for r in readers)
+        if not (broadcast or row_shared) or self.choose(st, "inline", False, NO_YES):
             self.s.compute_inline(st.name)
+        elif row_shared:  # by rows, to be computed a row at a time with its readers
+            self.elementwise(st)
         else:
             self.loops(st, 0, self.loop_knobs(st, VECTOR_BLOCK))
 
@@ -152,6 +158,48 @@ class CpuRules:
                            names[-1])
             row_axes += 1
         self.loops(st, row_axes if by_rows else 0, knobs)
+        if by_rows and row_axes == len(names) - 1:
+            self.row_reductions(st)
+
+    def row_reductions(self, st: Stage) -> None:
+        """Reductions along this stage's rows that it reads (a softmax's max and sum),
+        and row-shaped stages they share with it (its exponentials), run one row at a
+        time inside its row loop (``compute_at``): the row comes from memory once and
+        stays in cache for every pass, instead of once per pass over the whole tensor
+        (Whisper's [6, 1500, 1500] softmax read 54 MB three times)."""
+        op = st.tensor.op
+        assert op is not None
+        rows = st.leaves[0]
+        rows_shape = (*(a.extent for a in op.axes[:-1]), 1)
+        reads = _reads(st, self.s)
+
+        def row_stage(p: Stage) -> bool:
+            op = p.tensor.op
+            if op is None or p.tensor.uid not in reads or p.inline or p.merged:
+                return False
+            if op.reduce_axes:  # one value per row
+                return p.tensor.shape == rows_shape
+            return p.tensor.shape == st.tensor.shape and p.tensor.uid not in self.out_ids
+
+        candidates = [p for p in self.s.stages if row_stage(p) and p.attached is None
+                      and p.leaves and p.leaves[0].extent == rows.extent
+                      and not p.leaves[0].reduce]
+        # only what is read inside the row loop: by ``st``, by another stage moved into it,
+        # or through stages inlined there (readers come later: decide from the last)
+        inside: set[int] = {st.tensor.uid}
+
+        def read_inside(t_uid: int) -> bool:
+            return all(r.tensor.uid in inside or (r.inline and read_inside(r.tensor.uid))
+                       for r in self.readers.get(t_uid, []))
+
+        found: list[Stage] = []
+        for p in reversed(candidates):
+            if read_inside(p.tensor.uid):
+                inside.add(p.tensor.uid)
+                found.insert(0, p)
+        if found and self.choose(st, "row_reductions", True, YES_NO):
+            for p in found:
+                self.s.compute_at(p.name, st.name, rows.name)
 
     def padding(self, st: Stage) -> None:
         """Inlined into its one reader where that pays (:func:`reads_padding_in_place`),
@@ -597,6 +645,29 @@ class CpuRules:
     def parallel(self, st: Stage, loop: str | None, parallel: bool) -> None:
         if loop is not None and parallel and st.leaf(loop).extent > 1:
             self.s.parallel(st.name, loop)
+
+
+def _reduces_rows_of(reader: Stage, st: Stage) -> bool:
+    """Whether ``reader`` reduces ``st`` along its last axis (keeping it as size 1)."""
+    op = reader.tensor.op
+    shape = st.tensor.shape
+    return (op is not None and bool(op.reduce_axes) and len(shape) > 1
+            and reader.tensor.shape == (*shape[:-1], 1))
+
+
+def _reads(st: Stage, s: Schedule) -> set[int]:
+    """Uids of the tensors ``st`` reads, directly or through stages of ``s``."""
+    stages = {x.tensor.uid for x in s.stages}
+    seen: set[int] = set()
+    todo = list(input_tensors(st.tensor))
+    while todo:
+        t = todo.pop()
+        if t.uid in seen:
+            continue
+        seen.add(t.uid)
+        if t.uid in stages:
+            todo += input_tensors(t)
+    return seen
 
 
 def _tile_columns(stage: Stage) -> int:

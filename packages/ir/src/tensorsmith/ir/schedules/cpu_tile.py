@@ -18,12 +18,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..te.lower import VECTOR_LANES_MAX
 from ..te.schedule import Schedule
 from .cpu_shapes import fuse_all, panel_layout
 from .knobs import conflict_unless
 
-#: The llvm codegen emits explicit SIMD up to this many lanes.
-VECTOR_LANES_MAX = 64
 #: Register tile elements at most: beyond this the tile spills to the stack.
 LOCAL_MAX = 512
 #: Copies of the innermost loop that nested unrolled loops make: beyond these, LLVM's

@@ -20,6 +20,7 @@ import numpy as np
 
 from tensorsmith.runtime.layouts import stored_shape
 
+from ..dtypes import itemsize
 from . import allreduce, tiles
 from .expr import (
     INDEX,
@@ -54,7 +55,7 @@ from .stmt import (
     guarded,
 )
 from .tensor import Tensor
-from .visit import free_vars, rewrite, substitute, walk
+from .visit import free_vars, rewrite, substitute, substitute_stmt, walk
 
 
 def flat_index(shape: tuple[int, ...], indices: tuple[Expr, ...]) -> Expr:
@@ -128,11 +129,32 @@ class _Lowerer:
                 buf, layout = packed
             if layout is not None:
                 indices = stored_indices(indices, layout)
-            return Load(buf, (simplify(flat_index(buf.shape, indices), self.bounds),), t.dtype)
+            # (a row buffer, ``compute_at``: indexed as the whole tensor, then its row)
+            shape = t.shape if buf.scope == "local" else buf.shape
+            return Load(buf, (simplify(flat_index(shape, indices), self.bounds),), t.dtype)
 
         return rewrite(e, visit)
 
     def stage(self, st: Stage) -> Stmt:
+        """``st``'s loop nest, with the stages computed at its outermost loop first in
+        that loop's body (``compute_at``)."""
+        attached = [p for p in self.sched.stages if p.attached and p.attached[0] == st.name]
+        if not attached:
+            return self._stage(st)
+        target = st.leaves[0]
+        bodies = [substitute_stmt(_outer_loop(self.stage(p), p).body,
+                                  {id(p.leaves[0].var): target.var}) for p in attached]
+        nest = _outer_loop(self._stage(st), st)
+        body: Stmt = Seq([*bodies, nest.body])
+        rows = [self.buffers[p.tensor.uid] for p in attached]
+        rows = [b for b in rows if b.scope == "local"]
+        if rows:  # one row's values, in a buffer of the loop's own
+            body = _one_row(body, {id(b) for b in rows}, target.var)
+            for b in rows:
+                body = Allocate(b, body)
+        return For(nest.var, nest.extent, nest.kind, body)
+
+    def _stage(self, st: Stage) -> Stmt:
         op = st.tensor.op
         assert op is not None
         values, guards = _root_values(st)
@@ -378,6 +400,47 @@ def _fold_lanes(local: Buffer, first: Expr, extent: int, combiner: str) -> Stmt:
     return Seq(steps)
 
 
+def _one_row(body: Stmt, rows: set[int], row: Var) -> Stmt:
+    """Reads and writes of the buffers ``rows`` (by ``id``) in ``body`` at their index
+    within the current row: the loop variable ``row`` taken as 0."""
+    zero = {id(row): const(0)}
+
+    def local(e: Expr) -> Expr | None:
+        if isinstance(e, Load) and id(e.buffer) in rows:
+            return Load(e.buffer, tuple(simplify(substitute(i, zero), {}) for i in e.indices),
+                        e.dtype)
+        return None
+
+    def fix(e: Expr) -> Expr:
+        return rewrite(e, local)
+
+    def walk_rows(s: Stmt) -> Stmt:
+        if isinstance(s, Store):
+            index = simplify(substitute(s.index, zero), {}) if id(s.buffer) in rows \
+                else s.index
+            return Store(s.buffer, fix(index), fix(s.value))
+        if isinstance(s, Seq):
+            return Seq([walk_rows(x) for x in s.stmts])
+        if isinstance(s, For):
+            return For(s.var, s.extent, s.kind, walk_rows(s.body))
+        if isinstance(s, Allocate):
+            return Allocate(s.buffer, walk_rows(s.body))
+        if isinstance(s, IfThenElse):
+            return IfThenElse(fix(s.cond), walk_rows(s.then),
+                              None if s.otherwise is None else walk_rows(s.otherwise))
+        return s
+
+    return walk_rows(body)
+
+
+def _outer_loop(nest: Stmt, st: Stage) -> For:
+    """The loop of ``st``'s outermost leaf, which ``nest`` must be."""
+    if not isinstance(nest, For) or nest.var is not st.leaves[0].var:
+        raise ValueError(f"compute_at: {st.name}'s nest does not start with its loop "
+                         f"{st.leaves[0].name}")
+    return nest
+
+
 def _mentions_reduce(cond: Expr, st: Stage) -> bool:
     reduce_vars = {id(lf.var) for lf in _all_leaves(st) if lf.reduce}
     return any(id(v) in reduce_vars for v in free_vars(cond))
@@ -454,6 +517,12 @@ def stored_indices(indices: tuple[Expr, ...], layout: Layout) -> tuple[Expr, ...
     return tuple(indices[a] for a in layout.order)
 
 
+#: A stage computed a row at a time inside its consumer's loop (``compute_at``) keeps
+#: the row in a buffer of that loop's own (on the stack) up to this size, else in one of
+#: its whole size.
+ROW_BUFFER_BYTES = 64 * 1024
+#: The llvm codegen emits explicit SIMD up to this many lanes.
+VECTOR_LANES_MAX = 64
 #: A packing copy runs its rows in parallel from this many elements on.
 PACK_PARALLEL_MIN = 1 << 15
 
@@ -513,6 +582,15 @@ def lower(sched: Schedule, inputs: list[Tensor], outputs: list[Tensor],
         buffers[t.uid] = buf
         params.append(buf)
     for st in sched.stages:
+        if st.attached is not None and st.tensor not in outputs and not st.inline:
+            # computed a row at a time (compute_at): a buffer of one row, if small
+            row = math.prod(st.tensor.shape) // st.leaves[0].extent
+            if row * itemsize(st.tensor.dtype) <= ROW_BUFFER_BYTES:
+                # (a vector store to a local buffer ignores its lane mask: room for the
+                # widest vector's tail past the row)
+                padded = -(-row // VECTOR_LANES_MAX) * VECTOR_LANES_MAX
+                buffers[st.tensor.uid] = Buffer(st.tensor.name, (padded,), st.tensor.dtype,
+                                                "local")
         fused_away = st.epilogue is not None and st.tensor not in outputs
         if not st.inline and not fused_away and st.tensor.uid not in buffers:
             buf = Buffer(st.tensor.name, st.tensor.shape, st.tensor.dtype)
@@ -529,7 +607,8 @@ def lower(sched: Schedule, inputs: list[Tensor], outputs: list[Tensor],
             packed[t.uid] = (buf, layout)
     low = _Lowerer(sched, buffers, packed)
     body = Seq([*packing,
-                *(low.stage(st) for st in sched.stages if not st.inline and not st.merged)])
+                *(low.stage(st) for st in sched.stages
+                  if not st.inline and not st.merged and st.attached is None)])
     func = PrimFunc(name, params, body, len(inputs), len(outputs))
     if layouts:
         func.attrs["layouts"] = layouts

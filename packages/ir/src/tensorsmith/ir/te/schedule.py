@@ -105,6 +105,8 @@ class Stage:
     rfactor: str | None = None  # a reduce loop below cache_at whose iterations accumulate apart
     epilogue: Stage | None = None  # elementwise consumer applied at write-back
     merged: bool = False  # this stage runs as another stage's epilogue
+    # (consumer, loop): this stage's outermost loop runs as that loop of the consumer
+    attached: tuple[str, str] | None = None
     cache_reads: list[CacheRead] = field(default_factory=list)
 
     @property
@@ -250,6 +252,13 @@ class Schedule:
         so the reduction's result never goes through memory."""
         self.apply(Step("fuse_epilogue", _name(stage), (_name(consumer),)))
 
+    def compute_at(self, stage: Tensor | str, consumer: Tensor | str, leaf: str) -> None:
+        """Run ``stage`` one iteration of its outermost loop at a time, inside
+        ``consumer``'s outermost loop ``leaf`` of the same extent (both walk the same rows):
+        what a row of the consumer reads of ``stage`` is computed just before it, while
+        the row's inputs are still in cache (a softmax reads its row three times)."""
+        self.apply(Step("compute_at", _name(stage), (_name(consumer), leaf)))
+
     def tile(self, stage: Tensor | str, x: str, y: str, fx: int, fy: int) -> tuple[str, ...]:
         xo, xi = self.split(stage, x, fx)
         yo, yi = self.split(stage, y, fy)
@@ -334,6 +343,20 @@ class Schedule:
             raise ValueError(f"{consumer} and {st.name} differ in shape")
         st.epilogue = cons
         cons.merged = True
+
+    def _compute_at(self, st: Stage, consumer: str, leaf: str) -> None:
+        cons = self[consumer]
+        target = cons.leaf(leaf)
+        if cons.leaves[0] is not target:
+            raise ValueError(f"compute_at: {leaf} is not {consumer}'s outermost loop")
+        if not st.leaves or st.leaves[0].extent != target.extent or st.leaves[0].reduce:
+            raise ValueError(f"compute_at: {st.name}'s outermost loop does not walk the "
+                             f"{target.extent} iterations of {consumer}.{leaf}")
+        if st.inline or st.merged or st.cache_reads or st.epilogue is not None:
+            raise ValueError(f"compute_at: {st.name} has no loops of its own to move")
+        if self.stages.index(st) > self.stages.index(cons):
+            raise ValueError(f"compute_at: {st.name} does not come before {consumer}")
+        st.attached = (consumer, leaf)
 
     def _compute_inline(self, st: Stage) -> None:
         if st.tensor.op is not None and st.tensor.op.reduce_axes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from .expr import (
     Binary,
@@ -72,6 +73,30 @@ def substitute(e: Expr, mapping: dict[int, Expr]) -> Expr:
     if not mapping:
         return e
     return rewrite(e, lambda x: mapping.get(id(x)) if isinstance(x, Var) else None)
+
+
+def map_stmt_exprs(s: Any, fn: Callable[[Expr], Expr]) -> Any:
+    """A statement tree with ``fn`` applied to each of its expressions (store indices
+    and values, conditions)."""
+    from .stmt import Allocate, For, IfThenElse, Seq, Store
+
+    if isinstance(s, Store):
+        return Store(s.buffer, fn(s.index), fn(s.value))
+    if isinstance(s, Seq):
+        return Seq([map_stmt_exprs(x, fn) for x in s.stmts])
+    if isinstance(s, For):
+        return For(s.var, s.extent, s.kind, map_stmt_exprs(s.body, fn))
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, map_stmt_exprs(s.body, fn))
+    if isinstance(s, IfThenElse):
+        return IfThenElse(fn(s.cond), map_stmt_exprs(s.then, fn),
+                          None if s.otherwise is None else map_stmt_exprs(s.otherwise, fn))
+    return s
+
+
+def substitute_stmt(s: Any, mapping: dict[int, Expr]) -> Any:
+    """``substitute`` in every expression of a statement tree."""
+    return map_stmt_exprs(s, lambda e: substitute(e, mapping))
 
 
 def free_vars(e: Expr) -> list[Var]:
