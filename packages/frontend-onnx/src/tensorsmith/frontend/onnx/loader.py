@@ -53,24 +53,27 @@ def check(proto: onnx.ModelProto, source: str) -> None:
     # where reading the file again took 3.9 s); over 2 GB, which one protobuf message
     # cannot hold, the file it came from. Asking the proto its size first (ByteSize) cost
     # another 1.5-2.7 s.
-    on_disk = not source.startswith("<") and Path(source).is_file()
-    try:
-        try:
-            onnx.checker.check_model(proto, full_check=False)
-        except ValueError as e:
-            if "2GB" not in str(e).replace(" ", ""):
-                raise
-            if not on_disk:
-                raise ModelError(
-                    f"{source} is over 2 GB, the most one protobuf message holds: save it "
-                    "with its weights as external data (onnx.save(model, path, "
-                    "save_as_external_data=True)) and import the file") from None
-            onnx.checker.check_model(source, full_check=False)
-    except ModelError:
-        raise
-    except Exception as e:  # onnx.checker.ValidationError and friends
+    error = _checker_error(proto)
+    if error is not None and "2GB" in str(error).replace(" ", ""):
+        on_disk = not source.startswith("<") and Path(source).is_file()
+        if not on_disk:
+            raise ModelError(
+                f"{source} is over 2 GB, the most one protobuf message holds: save it with "
+                "its weights as external data (onnx.save(model, path, "
+                "save_as_external_data=True)) and import the file")
+        error = _checker_error(source)
+    if error is not None:
         raise ModelError(f"{source} is not a valid ONNX model: the ONNX checker says: "
-                         f"{str(e).strip()}") from None
+                         f"{str(error).strip()}")
+
+
+def _checker_error(model: onnx.ModelProto | str) -> Exception | None:
+    """What onnx's checker raises for ``model`` (a proto or a path), or None."""
+    try:
+        onnx.checker.check_model(model, full_check=False)
+    except Exception as e:  # onnx.checker.ValidationError and friends
+        return e
+    return None
 
 
 def opsets(proto: onnx.ModelProto, source: str) -> dict[str, int]:

@@ -55,7 +55,7 @@ from .stmt import (
     guarded,
 )
 from .tensor import Tensor
-from .visit import free_vars, rewrite, substitute, substitute_stmt, walk
+from .visit import free_vars, map_stmt_exprs, rewrite, substitute, substitute_stmt, walk
 
 
 def flat_index(shape: tuple[int, ...], indices: tuple[Expr, ...]) -> Expr:
@@ -146,8 +146,8 @@ class _Lowerer:
                                   {id(p.leaves[0].var): target.var}) for p in attached]
         nest = _outer_loop(self._stage(st), st)
         body: Stmt = Seq([*bodies, nest.body])
-        rows = [self.buffers[p.tensor.uid] for p in attached]
-        rows = [b for b in rows if b.scope == "local"]
+        rows = [b for b in (self.buffers[p.tensor.uid] for p in attached)
+                if b.scope == "local"]
         if rows:  # one row's values, in a buffer of the loop's own
             body = _one_row(body, {id(b) for b in rows}, target.var)
             for b in rows:
@@ -405,32 +405,15 @@ def _one_row(body: Stmt, rows: set[int], row: Var) -> Stmt:
     within the current row: the loop variable ``row`` taken as 0."""
     zero = {id(row): const(0)}
 
+    def in_row(buffer: Any, index: Expr) -> Expr:
+        return simplify(substitute(index, zero), {}) if id(buffer) in rows else index
+
     def local(e: Expr) -> Expr | None:
         if isinstance(e, Load) and id(e.buffer) in rows:
-            return Load(e.buffer, tuple(simplify(substitute(i, zero), {}) for i in e.indices),
-                        e.dtype)
+            return Load(e.buffer, tuple(in_row(e.buffer, i) for i in e.indices), e.dtype)
         return None
 
-    def fix(e: Expr) -> Expr:
-        return rewrite(e, local)
-
-    def walk_rows(s: Stmt) -> Stmt:
-        if isinstance(s, Store):
-            index = simplify(substitute(s.index, zero), {}) if id(s.buffer) in rows \
-                else s.index
-            return Store(s.buffer, fix(index), fix(s.value))
-        if isinstance(s, Seq):
-            return Seq([walk_rows(x) for x in s.stmts])
-        if isinstance(s, For):
-            return For(s.var, s.extent, s.kind, walk_rows(s.body))
-        if isinstance(s, Allocate):
-            return Allocate(s.buffer, walk_rows(s.body))
-        if isinstance(s, IfThenElse):
-            return IfThenElse(fix(s.cond), walk_rows(s.then),
-                              None if s.otherwise is None else walk_rows(s.otherwise))
-        return s
-
-    return walk_rows(body)
+    return map_stmt_exprs(body, lambda e: rewrite(e, local), in_row)
 
 
 def _outer_loop(nest: Stmt, st: Stage) -> For:

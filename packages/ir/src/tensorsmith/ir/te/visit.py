@@ -75,22 +75,28 @@ def substitute(e: Expr, mapping: dict[int, Expr]) -> Expr:
     return rewrite(e, lambda x: mapping.get(id(x)) if isinstance(x, Var) else None)
 
 
-def map_stmt_exprs(s: Any, fn: Callable[[Expr], Expr]) -> Any:
+def map_stmt_exprs(s: Any, fn: Callable[[Expr], Expr],
+                   store_index: Callable[[Any, Expr], Expr] | None = None) -> Any:
     """A statement tree with ``fn`` applied to each of its expressions (store indices
-    and values, conditions)."""
+    and values, conditions); ``store_index(buffer, index)``, if given, first rewrites a
+    store's index by the buffer it writes."""
     from .stmt import Allocate, For, IfThenElse, Seq, Store
 
+    def again(x: Any) -> Any:
+        return map_stmt_exprs(x, fn, store_index)
+
     if isinstance(s, Store):
-        return Store(s.buffer, fn(s.index), fn(s.value))
+        index = s.index if store_index is None else store_index(s.buffer, s.index)
+        return Store(s.buffer, fn(index), fn(s.value))
     if isinstance(s, Seq):
-        return Seq([map_stmt_exprs(x, fn) for x in s.stmts])
+        return Seq([again(x) for x in s.stmts])
     if isinstance(s, For):
-        return For(s.var, s.extent, s.kind, map_stmt_exprs(s.body, fn))
+        return For(s.var, s.extent, s.kind, again(s.body))
     if isinstance(s, Allocate):
-        return Allocate(s.buffer, map_stmt_exprs(s.body, fn))
+        return Allocate(s.buffer, again(s.body))
     if isinstance(s, IfThenElse):
-        return IfThenElse(fn(s.cond), map_stmt_exprs(s.then, fn),
-                          None if s.otherwise is None else map_stmt_exprs(s.otherwise, fn))
+        return IfThenElse(fn(s.cond), again(s.then),
+                          None if s.otherwise is None else again(s.otherwise))
     return s
 
 
