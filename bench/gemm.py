@@ -7,7 +7,8 @@ which the compiler stores as it likes at build time). numpy's ``b`` is the same 
 
 tensorsmith's inputs are set once and ``m.run()`` is timed (it also copies the output
 out, m x n floats: small next to the 2mnk flops). numpy runs ``np.matmul(a, b, out=c)``
-in a subprocess, see :mod:`bench.gemm_numpy`.
+in a subprocess (:mod:`bench.gemm_numpy`); the two engines' runs alternate in blocks, so a
+change of the machine's other load shows in both columns, not in one.
 """
 
 from __future__ import annotations
@@ -27,16 +28,19 @@ from tensorsmith.frontend.onnx import from_onnx
 from tensorsmith.ir import build
 
 from .errors import describe_failure
-from .measure import Stats, relative_error, time_runs
+from .measure import BlockTimer, Stats, call_timer, interleaved_blocks, relative_error, time_runs
 from .models import matmul_model
 
-__all__ = ["GemmResult", "GemmShape", "bench_gemm", "numpy_gemm", "parse_shapes",
+__all__ = ["GemmResult", "GemmShape", "NumpyGemm", "bench_gemm", "parse_shapes",
            "tensorsmith_gemm"]
 
 ROOT = Path(__file__).resolve().parent.parent
 # environment variables that can slow numpy's OpenBLAS down (forcing a core type or L2
 # size unlike the machine's): removed for the numpy subprocess only
 OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+#: Seconds between blocks of runs: longer than OpenBLAS's threads keep polling after a
+#: call (2^28 cycles by default, 0.11 s of a core measured on Zen 3).
+NUMPY_SETTLE_S = 0.25
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -120,10 +124,17 @@ class GemmResult:
 
 
 def tensorsmith_gemm(
-    shape: GemmShape, workdir: Path, *, repeat: int, warmup: int, threads: int,
-    max_seconds: float
+    shape: GemmShape,
+    workdir: Path,
+    *,
+    repeat: int,
+    warmup: int,
+    threads: int,
+    max_seconds: float,
+    numpy: NumpyGemm | None = None,
 ) -> GemmResult:
-    """Compile ``a @ b`` at ``shape`` and time it; failures are recorded in the result."""
+    """Compile ``a @ b`` at ``shape`` and time it, alternating blocks of runs with
+    ``numpy``'s when given; failures are recorded in the result."""
     result = GemmResult(shape)
     stage = "compile"
     try:
@@ -142,9 +153,20 @@ def tensorsmith_gemm(
             (c,) = m.run()
             result.max_rel_error = relative_error(c, a.astype(np.float64) @ b)
             stage = "time"
-            result.tensorsmith = time_runs(
-                m.run, repeat=repeat, warmup=warmup, max_seconds=max_seconds
-            )
+            if numpy is None:
+                result.tensorsmith = time_runs(
+                    m.run, repeat=repeat, warmup=warmup, max_seconds=max_seconds
+                )
+            else:
+                # as many runs as fit max_seconds per engine, judged by one timed run;
+                # blocks apart by more than OpenBLAS's threads poll after a call (about
+                # 0.1 s of a core, which would slow the next block of tensorsmith down)
+                once = time_runs(m.run, repeat=1, warmup=0).median_ms / 1e3
+                runs = max(3, min(repeat, int(max_seconds / max(once, 1e-9))))
+                result.tensorsmith, result.numpy = interleaved_blocks(
+                    [call_timer(m.run), numpy.timer(shape)], repeat=runs, warmup=warmup,
+                    block=max(1, min(10, runs // 3)), settle_s=NUMPY_SETTLE_S,
+                )
     except Exception as exc:
         result.error, result.traceback = describe_failure(stage, exc)
     return result
@@ -158,28 +180,42 @@ def numpy_env(threads: int) -> dict[str, str]:
     return env
 
 
-def numpy_gemm(
-    shapes: list[GemmShape], *, repeat: int, warmup: int, threads: int, max_seconds: float
-) -> dict[str, Any]:
-    """Run :mod:`bench.gemm_numpy` in a subprocess; its JSON output, parsed."""
-    args = {
-        "shapes": sorted({(s.m, s.n, s.k) for s in shapes}),
-        "repeat": repeat,
-        "warmup": warmup,
-        "threads": threads,
-        "max_seconds": max_seconds,
-    }
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench.gemm_numpy", json.dumps(args)],
-        env=numpy_env(threads),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"the numpy GEMM subprocess failed:\n{proc.stderr.strip()}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+class NumpyGemm:
+    """numpy's GEMM in :mod:`bench.gemm_numpy`'s process, timed block by block on request."""
+
+    def __init__(self, threads: int) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.gemm_numpy", str(threads)],
+            env=numpy_env(threads), cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )
+        self.info: dict[str, Any] = self._reply()
+
+    def _reply(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            err = self.proc.stderr.read() if self.proc.stderr else ""
+            raise RuntimeError(f"the numpy GEMM subprocess failed:\n{err.strip()}")
+        return json.loads(line)
+
+    def timer(self, shape: GemmShape) -> BlockTimer:
+        """A block timer (see ``measure.interleaved_blocks``) of ``shape`` in numpy."""
+
+        def run_block(count: int, untimed: int) -> list[float]:
+            assert self.proc.stdin is not None
+            request = {"m": shape.m, "n": shape.n, "k": shape.k, "count": count,
+                       "untimed": untimed}
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            return list(self._reply()["times_ms"])
+
+        return run_block
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=60)
 
 
 def bench_gemm(
@@ -191,22 +227,22 @@ def bench_gemm(
     threads: int,
     max_seconds: float = 20.0,
 ) -> tuple[list[GemmResult], dict[str, Any]]:
-    """Every shape through tensorsmith, then numpy; the results and numpy's BLAS info."""
-    results = [
-        tensorsmith_gemm(
-            shape, workdir, repeat=repeat, warmup=warmup, threads=threads,
-            max_seconds=max_seconds
-        )
-        for shape in shapes
-    ]
+    """Every shape through tensorsmith and numpy, their runs alternating in blocks; the
+    results and numpy's BLAS info (tensorsmith alone when numpy's process fails)."""
+    numpy: NumpyGemm | None = None
     info: dict[str, Any] = {}
     try:
-        out = numpy_gemm(
-            shapes, repeat=repeat, warmup=warmup, threads=threads, max_seconds=max_seconds
-        )
-        info = {"blas": out["blas"], "limited_by_threadpoolctl": out["limited_by_threadpoolctl"]}
-        for r in results:
-            r.numpy = Stats(**out["results"][r.shape.key])
+        numpy = NumpyGemm(threads)
+        info = numpy.info
     except Exception as exc:
         info = {"error": f"{type(exc).__name__}: {exc}"}
+    try:
+        results = [
+            tensorsmith_gemm(shape, workdir, repeat=repeat, warmup=warmup, threads=threads,
+                             max_seconds=max_seconds, numpy=numpy)
+            for shape in shapes
+        ]
+    finally:
+        if numpy is not None:
+            numpy.close()
     return results, info

@@ -1,22 +1,30 @@
-"""numpy's column of the GEMM table, meant to run in its own process.
+"""numpy's column of the GEMM table, run in its own process and driven over a pipe.
 
-    OPENBLAS_NUM_THREADS=2 python -m bench.gemm_numpy '{"shapes": [[512, 512, 512]], ...}'
+    OPENBLAS_NUM_THREADS=2 python -m bench.gemm_numpy 2
 
-:func:`bench.gemm.numpy_gemm` starts it with the BLAS thread variables set (and
+:class:`bench.gemm.NumpyGemm` starts it with the BLAS thread variables set (and
 ``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` removed) before numpy is imported, which is
-the only moment they take effect. threadpoolctl, when installed, limits the threads too.
-Prints one JSON object: ``{"results": {"MxNxK": Stats}, "blas": [threadpool info]}``.
+the only moment they take effect; threadpoolctl, when installed, limits the threads too.
+A process of its own keeps OpenBLAS's threads apart from tensorsmith's; being driven
+block by block lets the two engines' runs alternate (see ``measure.interleaved_blocks``),
+so both see the same machine, even one whose other load changes by the second.
+
+Protocol, one JSON object per line: first it prints ``{"blas": [...], "limited_by_
+threadpoolctl": bool}``; then for every request ``{"m", "n", "k", "count", "untimed"}``
+read from stdin it runs ``np.matmul(a, b, out=c)`` ``untimed`` times, then ``count``
+timed times, and prints ``{"times_ms": [...]}``. It exits at the end of stdin.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from .measure import time_runs
+from .measure import call_timer
 
 
 def _limit_threads(threads: int) -> tuple[Any, list[dict[str, Any]]]:
@@ -30,23 +38,21 @@ def _limit_threads(threads: int) -> tuple[Any, list[dict[str, Any]]]:
 
 
 def main(argv: list[str]) -> int:
-    args = json.loads(argv[1])
-    threads: int = args["threads"]
-    limiter, blas = _limit_threads(threads)
-    results: dict[str, Any] = {}
-    rng = np.random.default_rng(0)
-    for m, n, k in args["shapes"]:
-        a = rng.standard_normal((m, k), dtype=np.float32)
-        b = rng.standard_normal((k, n), dtype=np.float32)
-        c = np.empty((m, n), dtype=np.float32)
-        stats = time_runs(
-            lambda a=a, b=b, c=c: np.matmul(a, b, out=c),
-            repeat=args["repeat"],
-            warmup=args["warmup"],
-            max_seconds=args.get("max_seconds"),
-        )
-        results[f"{m}x{n}x{k}"] = stats.as_dict()
-    print(json.dumps({"results": results, "blas": blas, "limited_by_threadpoolctl": bool(limiter)}))
+    limiter, blas = _limit_threads(int(argv[1]))
+    print(json.dumps({"blas": blas, "limited_by_threadpoolctl": bool(limiter)}), flush=True)
+    operands: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for line in sys.stdin:
+        req = json.loads(line)
+        shape = (req["m"], req["n"], req["k"])
+        if shape not in operands:
+            m, n, k = shape
+            rng = np.random.default_rng(0)
+            operands = {shape: (rng.standard_normal((m, k), dtype=np.float32),
+                                rng.standard_normal((k, n), dtype=np.float32),
+                                np.empty((m, n), dtype=np.float32))}
+        a, b, c = operands[shape]
+        times = call_timer(partial(np.matmul, a, b, out=c))(req["count"], req["untimed"])
+        print(json.dumps({"times_ms": times}), flush=True)
     return 0
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Stats", "interleaved", "relative_error", "time_runs"]
+__all__ = ["BlockTimer", "Stats", "call_timer", "interleaved", "interleaved_blocks",
+           "relative_error", "time_runs"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,11 @@ def time_runs(
     return Stats.of(times)
 
 
+#: Runs ``untimed`` calls, then ``count`` timed ones; returns their times in ms. (A
+#: timer may run its calls elsewhere, as the numpy GEMM process does.)
+BlockTimer = Callable[[int, int], list[float]]
+
+
 def interleaved(
     fns: Sequence[Callable[[], Any]], repeat: int, warmup: int = 3, block: int = 10,
     settle_s: float = 0.1,
@@ -71,16 +77,34 @@ def interleaved(
     competes with the next engine's threads), the call wakes this engine's own pool.
     Alternating spreads slow drifts of the machine (frequency, other load) over all.
     """
-    for fn in fns:
-        for _ in range(warmup):
+    return interleaved_blocks([call_timer(fn) for fn in fns], repeat, warmup, block, settle_s)
+
+
+def call_timer(fn: Callable[[], Any]) -> BlockTimer:
+    """A block timer that calls ``fn`` in this process."""
+
+    def run_block(count: int, untimed: int) -> list[float]:
+        for _ in range(untimed):
             fn()
-    times: list[list[float]] = [[] for _ in fns]
+        return [_once(fn) for _ in range(count)]
+
+    return run_block
+
+
+def interleaved_blocks(
+    timers: Sequence[BlockTimer], repeat: int, warmup: int = 3, block: int = 10,
+    settle_s: float = 0.1,
+) -> list[Stats]:
+    """:func:`interleaved` over block timers: ``warmup`` untimed calls of each first, then
+    rounds of one block per timer, each after a ``settle_s`` pause and one untimed call."""
+    for run_block in timers:
+        run_block(0, warmup)
+    times: list[list[float]] = [[] for _ in timers]
     while len(times[0]) < repeat:
         count = min(block, repeat - len(times[0]))
-        for fn, ts in zip(fns, times):
+        for run_block, ts in zip(timers, times):
             time.sleep(settle_s)
-            fn()
-            ts.extend(_once(fn) for _ in range(count))
+            ts.extend(run_block(count, 1))
     return [Stats.of(ts) for ts in times]
 
 

@@ -13,6 +13,12 @@
  * it: its worker, or the caller once its own chunk is done. So a worker the OS has not
  * scheduled yet (a busy machine) delays nothing; its chunk simply runs on the caller.
  *
+ * A worker handed a chunk on the caller's core moves to another one. Linux tends to
+ * wake a thread on the core of the thread that woke it; the two then share that core
+ * while the others idle (the idle ones do not pull a task that ran a moment ago), so a
+ * loop ran on one core, and the polling worker took half of it from the caller: runs
+ * after a pause took up to twice as long, in blocks, at random (2 cores, Zen 3).
+ *
  * One parallel loop owns the pool at a time. A call that finds the pool busy -- a nested
  * loop inside a body, or a second model running on another thread -- runs its whole range
  * inline: always correct, never a deadlock, and with several models running at once the
@@ -65,6 +71,7 @@ static struct {
   atomic_int busy;        /* 1 while a parallel loop owns the pool */
   atomic_int remaining;   /* posted chunks not finished yet */
   atomic_int shutdown;    /* set by the destructor: workers exit, loops run inline */
+  atomic_int caller_cpu;  /* the core the current loop's caller ran on when it posted */
   tsm_worker **workers;
   int num_workers;
   int capacity;
@@ -206,6 +213,26 @@ static void run_if_unclaimed(tsm_worker *w) {
   }
 }
 
+/* Moves the calling thread off `cpu` if it runs there and may run elsewhere: its
+ * affinity without that core for a moment (the kernel migrates it at once), then as it
+ * was (it stays where it went). */
+static void leave_cpu(int cpu) {
+#if defined(__linux__)
+  if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getcpu() != cpu) return;
+  cpu_set_t allowed, others;
+  if (pthread_getaffinity_np(pthread_self(), sizeof(allowed), &allowed) != 0) return;
+  CPU_ZERO(&others);
+  CPU_OR(&others, &others, &allowed);
+  CPU_CLR(cpu, &others);
+  if (CPU_COUNT(&others) == 0) return;
+  if (pthread_setaffinity_np(pthread_self(), sizeof(others), &others) == 0) {
+    pthread_setaffinity_np(pthread_self(), sizeof(allowed), &allowed);
+  }
+#else
+  (void)cpu;
+#endif
+}
+
 /* Waits until a chunk is posted to w (returns 1) or the pool shuts down (returns 0). */
 static int wait_for_ticket(tsm_worker *w) {
   if (!spin_until(new_ticket_or_shutdown, w)) {
@@ -220,6 +247,7 @@ static void *worker_main(void *arg) {
   tsm_worker *w = arg;
   while (wait_for_ticket(w)) {
     w->seen = atomic_load_explicit(&w->ticket, memory_order_acquire);
+    leave_cpu(atomic_load_explicit(&pool.caller_cpu, memory_order_relaxed));
     run_if_unclaimed(w);
   }
   return NULL;
@@ -321,6 +349,9 @@ void tsm_parallel_for(void (*body)(void *closure, int64_t begin, int64_t end), v
   if (chunks > workers + 1) chunks = workers + 1;
 
   atomic_store_explicit(&pool.remaining, (int)chunks - 1, memory_order_relaxed);
+#if defined(__linux__)
+  atomic_store_explicit(&pool.caller_cpu, sched_getcpu(), memory_order_relaxed);
+#endif
   for (int64_t i = 1; i < chunks; ++i) {
     tsm_worker *w = pool.workers[i - 1];
     w->body = body;
