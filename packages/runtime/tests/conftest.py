@@ -1,8 +1,8 @@
 """Fixtures that build a real CPU artifact from hand-written C, with no compiler involved.
 
-The test model (csrc/model_plan.c, csrc/model_kernels.c, csrc/params.S) has the shape of
-what codegen-llvm generates: a plan, kernels, and the weights embedded by an assembler
-file, linked with the runtime's C support code (codegen-llvm's csrc). `link_library`
+The test model (csrc/model_plan.c, csrc/model_kernels.c) has the shape of what
+codegen-llvm generates: a plan and kernels, linked with the runtime's C support code
+(codegen-llvm's csrc), and the weights appended to the library in the artifact file. `link_library`
 is the test's own linker; the production one lives in codegen-llvm and follows the
 instructions at the top of csrc/tsm_plan.h.
 """
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from tensorsmith.runtime import get_include
-from tensorsmith.runtime.artifact import write_artifact
+from tensorsmith.runtime.artifact import PARAMS_ALIGN, PARAMS_ID_BYTES, write_artifact
 
 TESTS = Path(__file__).parent
 TEST_CSRC = TESTS / "csrc"
@@ -78,6 +78,7 @@ class BuiltModel:
     metadata: dict
     w: np.ndarray
     b: np.ndarray
+    sections: dict[str, bytes]  # the weights the artifact appends to the library
 
     def reference(self, x: np.ndarray, s: int) -> list[np.ndarray]:
         t = x * self.w + self.b
@@ -130,21 +131,25 @@ def build_test_model(directory: Path) -> BuiltModel:
     params = np.zeros(8032, np.uint8)
     params[:4000] = w.view(np.uint8)
     params[4032:] = b.view(np.uint8)
-    (directory / "params.bin").write_bytes(params.tobytes())
+    params_id = bytes(range(7, 7 + PARAMS_ID_BYTES))
     metadata = model_metadata()
     # The library carries the metadata too (tsm_artifact_metadata), as bytes: no escaping.
     raw = json.dumps(metadata).encode()
     array = ", ".join(str(byte) for byte in [*raw, 0])
-    (directory / "metadata.h").write_text(f"static const char metadata_json[] = {{{array}}};\n")
+    (directory / "metadata.h").write_text(
+        f"static const char metadata_json[] = {{{array}}};\n"
+        f"#define PARAMS_ID {{{', '.join(map(str, params_id))}}}\n"
+    )
     library = link_library(
         directory / "lib.so",
-        [TEST_CSRC / "model_plan.c", TEST_CSRC / "model_kernels.c", TEST_CSRC / "params.S"],
+        [TEST_CSRC / "model_plan.c", TEST_CSRC / "model_kernels.c"],
         [directory, TEST_CSRC],
-        cwd=directory,  # where .incbin finds params.bin
+        cwd=directory,
     )
     path = directory / "model.so"
-    write_artifact(path, library.read_bytes(), {}, metadata)
-    return BuiltModel(path, library, metadata, w, b)
+    sections = {"params": params.tobytes(), "params.id": params_id}
+    write_artifact(path, library.read_bytes(), sections, metadata, align={"params": PARAMS_ALIGN})
+    return BuiltModel(path, library, metadata, w, b, sections)
 
 
 @pytest.fixture(scope="session")

@@ -132,7 +132,7 @@ def test_null_model_and_bad_thread_count(lib) -> None:
 
 
 def test_internal_symbols_are_hidden(lib) -> None:
-    for internal in ("tsm_graph_plan", "tsm_params_blob", "tsm_kernel_affine"):
+    for internal in ("tsm_graph_plan", "tsm_params", "tsm_kernel_affine"):
         assert not hasattr(lib, internal), internal
     assert hasattr(lib, "tsm_parallel_for")
 

@@ -10,7 +10,7 @@ import pytest
 
 import tensorsmith.runtime as rt
 from tensorsmith.runtime import ArtifactError, DeviceError, InputError, TensorsmithError
-from tensorsmith.runtime.artifact import write_artifact
+from tensorsmith.runtime.artifact import PARAMS_ALIGN, PARAMS_ID_BYTES, write_artifact
 
 
 @pytest.fixture
@@ -148,8 +148,22 @@ def test_metadata_that_contradicts_the_library(tmp_path: Path, model_artifact) -
     wrong_x = {"name": "x", "shape": [1, 999], "dtype": "float32"}
     metadata["inputs"] = [wrong_x, *metadata["inputs"][1:]]
     path = tmp_path / "inconsistent.so"
-    write_artifact(path, model_artifact.library.read_bytes(), {}, metadata)
+    write_artifact(path, model_artifact.library.read_bytes(), model_artifact.sections, metadata,
+                   align={"params": PARAMS_ALIGN})
     with pytest.raises(ArtifactError, match="is inconsistent: its metadata describes input 0"):
+        rt.load(path)
+
+
+@pytest.mark.parametrize("weights", ["none", "another build's"])
+def test_library_without_its_weights(tmp_path: Path, model_artifact, weights: str) -> None:
+    sections = {}
+    if weights != "none":  # the same weights, under another build's id
+        sections = {**model_artifact.sections, "params.id": bytes(PARAMS_ID_BYTES)}
+    path = tmp_path / "weightless.so"
+    write_artifact(path, model_artifact.library.read_bytes(), sections, model_artifact.metadata,
+                   align={"params": PARAMS_ALIGN})
+    with pytest.raises(ArtifactError, match=r"does not end with this library's weights .* copy "
+                       r"the whole artifact again, or re-export it"):
         rt.load(path)
 
 

@@ -4,8 +4,9 @@
  *   y = max(t, 0) * s        (step "relu_scale", a tsm_parallel_for over 1000 elements)
  *   total = sum(y)           (step "reduce_sum", in float64)
  * inputs x: float32[1, 1000], s: int64[] ; outputs y: float32[1, 1000], total: float64[1]
- * params w, b: float32[1000] ; metadata.h (written by the test fixture) defines
- * metadata_json, the metadata as a byte array.
+ * params w, b: float32[1000] (8032 bytes, appended to the library by the test fixture,
+ * as the compiler's export does) ; metadata.h (written by the fixture) defines
+ * metadata_json, the metadata as a byte array, and PARAMS_ID, the weights' id.
  */
 #include "tsm_plan.h"
 #include "metadata.h"
@@ -45,4 +46,4 @@ static const tsm_step steps[] = {
 };
 
 const tsm_plan tsm_graph_plan = {7, buffers, 3, steps, 2, inputs, 2, outputs, 12224,
-                                 metadata_json};
+                                 metadata_json, 8032, PARAMS_ID};

@@ -32,6 +32,14 @@ CHUNK = 1 << 20  # checksum reads, so a large artifact never sits in memory at o
 
 _FILLED_IN = ("format_version", "sections", "checksum")
 
+#: A CPU artifact's weights follow its library as section ``params``, starting at a
+#: multiple of this (every page size of x86-64 and AArch64 Linux divides it, so the
+#: library maps them straight from the file), then section ``params.id``: the id of
+#: ``PARAMS_ID_BYTES`` random bytes that the library's plan carries too, so a library
+#: never runs with another build's weights (codegen-llvm's csrc/tsm_params.c).
+PARAMS_ALIGN = 64 * 1024
+PARAMS_ID_BYTES = 16
+
 
 @dataclass(frozen=True)
 class Artifact:
@@ -81,48 +89,61 @@ def target_kind(target: object) -> str:
 
 
 def write_artifact(
-    path: str | os.PathLike[str], payload: bytes, sections: dict[str, bytes], metadata: dict
+    path: str | os.PathLike[str], payload: bytes, sections: dict[str, bytes], metadata: dict,
+    align: dict[str, int] | None = None,
 ) -> None:
     """Write an artifact: the payload, then the sections in order, metadata and footer.
 
     Fills in ``format_version``, ``sections`` (name -> [offset, length]) and ``checksum``
     (SHA-256 of every byte before the metadata); other metadata is written as given. The
     file is written beside its destination and renamed into place, so a reader never sees
-    half a file and a process that has the old library mapped keeps running.
+    half a file and a process that has the old library mapped keeps running. ``align``:
+    see :func:`finish_artifact`.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_bytes(payload)
-        finish_artifact(tmp, path, sections, metadata)
+        finish_artifact(tmp, path, sections, metadata, align)
     finally:
         tmp.unlink(missing_ok=True)
 
 
 def finish_artifact(payload_file: str | os.PathLike[str], path: str | os.PathLike[str],
-                    sections: dict[str, bytes], metadata: dict) -> None:
+                    sections: dict[str, bytes], metadata: dict,
+                    align: dict[str, int] | None = None) -> None:
     """Make ``payload_file`` (holding the payload alone) the artifact at ``path``, as
     :func:`write_artifact` would write it: the sections, metadata and footer are appended
-    and the file renamed into place, so a payload of hundreds of megabytes (a library
-    with GPT-2's weights) is hashed once and never copied. ``payload_file`` must be on
-    ``path``'s file system."""
+    and the file renamed into place, so a large payload is hashed once and never copied.
+    ``payload_file`` must be on ``path``'s file system.
+
+    A section named in ``align`` starts at a multiple of that many bytes (zeros before
+    it, covered by the checksum), so a runtime can map it straight from the file: a CPU
+    artifact's weights."""
     payload_file = Path(payload_file)
     meta = {k: v for k, v in metadata.items() if k not in _FILLED_IN}
     with open(payload_file, "rb") as f:
         digest = hashlib.file_digest(f, "sha256")
     layout: dict[str, list[int]] = {}
+    pieces: list[bytes] = []
     offset = payload_file.stat().st_size
     for name, blob in sections.items():
+        padding = -offset % (align or {}).get(name, 1)
+        if padding:
+            pieces.append(bytes(padding))
+            offset += padding
         layout[name] = [offset, len(blob)]
+        pieces.append(blob)
         offset += len(blob)
-        digest.update(blob)
+    for piece in pieces:
+        digest.update(piece)
     meta = {"format_version": FORMAT_VERSION, **meta, "sections": layout}
     meta["checksum"] = digest.hexdigest()
     meta_bytes = json.dumps(meta, ensure_ascii=False).encode("utf-8")
     footer = FOOTER.pack(MAGIC, FORMAT_VERSION, 0, offset, len(meta_bytes))
     with open(payload_file, "ab") as f:
-        for blob in sections.values():
-            f.write(blob)
+        for piece in pieces:
+            f.write(piece)
         f.write(meta_bytes)
         f.write(footer)
     os.replace(payload_file, path)

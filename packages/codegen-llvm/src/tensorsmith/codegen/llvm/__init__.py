@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
@@ -44,19 +45,24 @@ class LLVMKernels:
         raise ValueError(f"no {kind!r} source for the llvm target; use 'llvm' or 'tir'")
 
     def export(self, path: str, plan: dict[str, Any], params: bytes) -> None:
-        """Link the library beside ``path`` and make it the artifact in place: with the
-        weights inside it can be hundreds of megabytes, never read back or copied."""
-        from tensorsmith.runtime.artifact import finish_artifact
+        """Link the library beside ``path`` and make it the artifact in place, the weights
+        appended as section ``params`` (page-aligned, mapped by the library when loaded:
+        csrc/tsm_params.c) and ``params.id`` (the random id the plan carries too, so a
+        library never runs with another build's weights)."""
+        from tensorsmith.runtime.artifact import PARAMS_ALIGN, PARAMS_ID_BYTES, finish_artifact
 
         from .link import link_shared
         from .plan_c import plan_source
 
         metadata = {**plan, "target": str(self.target)}
+        params_id = os.urandom(PARAMS_ID_BYTES)
+        plan_c = plan_source(plan, metadata, len(params), params_id)
         where = Path(path).resolve().parent
         with tempfile.TemporaryDirectory(prefix=".tsm-export-", dir=where) as tmp:
             so = Path(tmp) / "model.so"
-            link_shared(lambda: self.objects, plan_source(plan, metadata), params, so)
-            finish_artifact(so, path, {}, metadata)
+            link_shared(lambda: self.objects, plan_c, so)
+            finish_artifact(so, path, {"params": params, "params.id": params_id}, metadata,
+                            align={"params": PARAMS_ALIGN})
 
 
 def codegen(funcs: list[PrimFunc], target: Target) -> LLVMKernels:

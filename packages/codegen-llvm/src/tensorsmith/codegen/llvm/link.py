@@ -61,14 +61,11 @@ def runtime_objects(cc: str, csrc: Path, include: str) -> dict[str, bytes]:
     return _RUNTIME_OBJECTS[key]
 
 
-def link_shared(kernel_objects: Callable[[], list[bytes]], plan_c: str, params: bytes,
-                out_path: Path) -> None:
-    """Link the artifact's shared library at ``out_path``. The plan and the weights are
-    compiled while ``kernel_objects()`` compiles the kernels: assembling the weights
-    copies every byte of them (0.9 s for GPT-2's 420 MB on a Zen 1 host)."""
+def link_shared(kernel_objects: Callable[[], list[bytes]], plan_c: str, out_path: Path) -> None:
+    """Link the artifact's shared library at ``out_path``; the plan is compiled while
+    ``kernel_objects()`` compiles the kernels. (The weights are not linked in: the
+    artifact appends them to the library, see csrc/tsm_params.c.)"""
     from tensorsmith.runtime import get_include
-
-    from .plan_c import PARAMS_ASM
 
     cc = find_cc()
     csrc = csrc_dir()
@@ -78,10 +75,7 @@ def link_shared(kernel_objects: Callable[[], list[bytes]], plan_c: str, params: 
         for name, data in runtime.items():
             (d / name).write_bytes(data)
         (d / "plan.c").write_text(plan_c)
-        (d / "params.bin").write_bytes(params)
-        (d / "params.S").write_text(PARAMS_ASM)
-        compile_cmd = [cc, *CFLAGS, "-I", str(csrc), "-I", get_include(), "-c", "plan.c",
-                       "params.S"]
+        compile_cmd = [cc, *CFLAGS, "-I", str(csrc), "-I", get_include(), "-c", "plan.c"]
         with subprocess.Popen(compile_cmd, cwd=d, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True) as compiling:
             objects = kernel_objects()
@@ -90,7 +84,7 @@ def link_shared(kernel_objects: Callable[[], list[bytes]], plan_c: str, params: 
         kernels = [f"kernels{i}.o" for i in range(len(objects))]
         for name, data in zip(kernels, objects, strict=True):
             (d / name).write_bytes(data)
-        cmd = [cc, *CFLAGS, "-shared", "plan.o", *sorted(runtime), *kernels, "params.o", "-o",
+        cmd = [cc, *CFLAGS, "-shared", "plan.o", *sorted(runtime), *kernels, "-o",
                str(Path(out_path).resolve()), "-lpthread", "-lm"]
         result = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
         _check(result.returncode, cmd, result.stderr)

@@ -28,7 +28,10 @@ def c_bytes(name: str, text: str) -> str:
     return f"static const char {name}[] = {{\n  " + ",\n  ".join(rows) + "\n};"
 
 
-def plan_source(plan: dict[str, Any], metadata: dict[str, Any]) -> str:
+def plan_source(plan: dict[str, Any], metadata: dict[str, Any], params_bytes: int,
+                params_id: bytes) -> str:
+    """plan.c: the plan's tables, the metadata, and the size and id of the weights that
+    the artifact appends to the library (csrc/tsm_params.c maps them)."""
     kinds = {"param": "TSM_PARAM", "workspace": "TSM_WORKSPACE"}
     lines = ['#include "tsm_plan.h"', ""]
     for k in plan["kernels"]:
@@ -69,19 +72,7 @@ def plan_source(plan: dict[str, Any], metadata: dict[str, Any]) -> str:
         f"  {len(plan['buffers'])}, buffers, {len(plan['steps'])}, steps,\n"
         f"  {len(plan['inputs'])}, inputs, {len(plan['outputs'])}, outputs,\n"
         f"  {plan['workspace_bytes']},\n"
-        "  metadata_json\n};")
+        f"  metadata_json, {params_bytes}, {{{', '.join(str(b) for b in params_id)}}}\n}};")
     return "\n".join(lines) + "\n"
 
 
-PARAMS_ASM = """\
-    .section .rodata
-    .balign 64
-    .globl tsm_params_blob
-    .hidden tsm_params_blob
-    .type tsm_params_blob, %object
-tsm_params_blob:
-    .incbin "params.bin"
-    .byte 0
-    .size tsm_params_blob, . - tsm_params_blob
-    .section .note.GNU-stack,"",%progbits
-"""

@@ -6,31 +6,20 @@
  *   The shared library is built from
  *     plan.c             generated: includes this header, defines `tsm_graph_plan`
  *     kernel objects     LLVM-compiled: `void tsm_kernel_N(void **args)` for each kernel
- *     params.S           generated: defines `tsm_params_blob`, the weights (see below)
- *     every .c here      this csrc directory: tsm_runtime.c (the C ABI), tsm_threadpool.c
+ *     every .c here      this csrc directory: tsm_runtime.c (the C ABI), tsm_threadpool.c,
+ *                        tsm_params.c (maps the weights)
  *   with
  *     cc -O2 -fPIC -shared -std=c11 -I <this csrc dir> -I <tensorsmith.runtime.get_include()> \
- *        plan.c <csrc>/tsm_runtime.c <csrc>/tsm_threadpool.c kernels.o params.S \
- *        -o model.so -lpthread -lm
+ *        plan.c <csrc>/tsm_*.c kernels.o -o model.so -lpthread -lm
  *   (tsm_runtime.c includes "tensorsmith_runtime.h", the public header shipped in
  *   tensorsmith-runtime: `tensorsmith.runtime.get_include()` is its directory.)
  *   The result depends on libc, libm and libpthread only. Compile each file with
  *   -fPIC; `-Wall -Wextra -std=c11` is warnings-clean for csrc.
  *
- * params.S (all weights in one blob; `.incbin` resolves relative to cc's working
- * directory, so run cc there or give an absolute path):
- *       .section .rodata
- *       .balign 64
- *       .globl tsm_params_blob
- *       .hidden tsm_params_blob
- *       .type tsm_params_blob, %object
- *   tsm_params_blob:
- *       .incbin "params.bin"
- *       .size tsm_params_blob, . - tsm_params_blob
- *       .section .note.GNU-stack,"",%progbits
- *   The last line is required: without it the linker marks the library as needing an
- *   executable stack, which recent glibc refuses to dlopen. Define the symbol even when
- *   the model has no weights (an empty params.bin is fine).
+ * The weights are not in the library: the artifact file appends them to it, as section
+ * "params" (starting at a multiple of 64 KiB, so any page size maps it), then section
+ * "params.id" (the plan's params_id), then the metadata and the footer (see tsm_params.c
+ * and docs/artifact.md). tsm_params.c maps them when the library is loaded.
  *
  * Symbols: everything declared here except tsm_parallel_for is internal to the library
  * (hidden visibility), so two artifacts loaded into one process never bind each other's
@@ -52,16 +41,17 @@
  *   static const tsm_step steps[] = {{tsm_kernel_0, 3, step0_args, "fused_matmul_add_relu"}};
  *   static const char metadata_json[] = {0x7b, 0x22, ..., 0x7d, 0};
  *   const tsm_plan tsm_graph_plan = {3, buffers, 1, steps, 1, inputs, 1, outputs,
- *                                    workspace_bytes, metadata_json};
+ *                                    workspace_bytes, metadata_json, 802816,
+ *                                    {0x3c, 0x91, ... 16 bytes}};
  *   Writing the metadata as bytes spares escaping it as a C string literal (quotes,
  *   backslashes, non-ASCII, and "??" trigraphs under -std=c11) and its length limits.
  *
  * Rules the plan must follow (tsm_model_create checks the ones it can and fails on a bad
  * plan rather than run it):
- *   - A buffer is a byte range, of the weights blob (TSM_PARAM, read-only: kernels must
- *     not write it) or of the model's workspace (TSM_WORKSPACE). The runtime allocates one
- *     workspace of workspace_bytes per model, 64-byte aligned; buffer offsets are
- *     multiples of 64, except where a buffer is a range inside another (the part of a
+ *   - A buffer is a byte range, of the weights (TSM_PARAM, read-only: kernels must not
+ *     write them; within params_bytes) or of the model's workspace (TSM_WORKSPACE). The
+ *     runtime allocates one workspace of workspace_bytes per model, 64-byte aligned;
+ *     buffer offsets are multiples of 64, except where a buffer is a range inside another (the part of a
  *     Concat done in place): kernels assume only their element size's alignment.
  *   - Inputs and outputs are buffers too. An input is a TSM_WORKSPACE buffer whose range
  *     no step writes and the memory planner never reuses, since inputs keep their values
@@ -103,10 +93,10 @@ typedef struct {
   int buffer;            /* index into tsm_plan.buffers */
 } tsm_io;
 
-/* A byte range of the weights blob or of the workspace. */
+/* A byte range of the weights or of the workspace. */
 typedef struct {
   int kind;              /* TSM_PARAM or TSM_WORKSPACE */
-  int64_t offset;        /* from tsm_params_blob or from the workspace start */
+  int64_t offset;        /* from the weights' start or from the workspace start */
   int64_t nbytes;
 } tsm_buffer;
 
@@ -131,13 +121,12 @@ typedef struct {
   int64_t workspace_bytes;
   const char *metadata_json; /* tsm_artifact_metadata: the artifact's metadata JSON less
                                 "checksum" and "sections" (known only once it is written) */
+  int64_t params_bytes;      /* the weights' size: the "params" section's length */
+  unsigned char params_id[16]; /* the "params.id" section: these weights are this build's */
 } tsm_plan;
 
 /* Defined by the generated plan.c. */
 TSM_INTERNAL extern const tsm_plan tsm_graph_plan;
-
-/* Defined by the generated params.S: the weights, 64-byte aligned. */
-TSM_INTERNAL extern const unsigned char tsm_params_blob[];
 
 /*
  * The thread pool for parallel loops of generated kernels.

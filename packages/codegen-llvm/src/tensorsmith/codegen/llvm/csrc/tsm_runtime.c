@@ -11,6 +11,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "tensorsmith_runtime.h"
+#include "tsm_params.h"
 #include "tsm_plan.h"
 #include "tsm_threadpool.h"
 
@@ -73,7 +74,7 @@ static int check_io(const tsm_plan *plan, const tsm_io *io, const char *what, in
 /* Refuses a plan whose buffers would make a kernel or a copy leave its memory. */
 static int check_plan(const tsm_plan *plan) {
   if (plan->num_buffers < 0 || plan->num_steps < 0 || plan->num_inputs < 0 ||
-      plan->num_outputs < 0 || plan->workspace_bytes < 0) {
+      plan->num_outputs < 0 || plan->workspace_bytes < 0 || plan->params_bytes < 0) {
     return fail("tsm_model_create: the plan has negative counts; the artifact is damaged");
   }
   for (int i = 0; i < plan->num_buffers; ++i) {
@@ -82,6 +83,11 @@ static int check_plan(const tsm_plan *plan) {
       return fail("tsm_model_create: buffer %d of the plan is malformed (kind %d, offset %" PRId64
                   ", %" PRId64 " bytes)",
                   i, b->kind, b->offset, b->nbytes);
+    }
+    if (b->kind == TSM_PARAM && b->offset > plan->params_bytes - b->nbytes) {
+      return fail("tsm_model_create: weights buffer %d (offset %" PRId64 ", %" PRId64
+                  " bytes) ends past the weights' %" PRId64 " bytes",
+                  i, b->offset, b->nbytes, plan->params_bytes);
     }
     if (b->kind == TSM_WORKSPACE && b->offset > plan->workspace_bytes - b->nbytes) {
       return fail("tsm_model_create: workspace buffer %d (offset %" PRId64 ", %" PRId64
@@ -120,7 +126,7 @@ static void *buffer_address(const tsm_model *m, int buffer) {
   const tsm_buffer *b = &m->plan->buffers[buffer];
   if (b->kind == TSM_PARAM) {
     /* Weights are read-only; kernels only read param buffers. */
-    return (void *)(uintptr_t)(tsm_params_blob + b->offset);
+    return (void *)(uintptr_t)(tsm_params(NULL) + b->offset);
   }
   return m->workspace + b->offset;
 }
@@ -138,6 +144,11 @@ void tsm_model_destroy(void *model) {
 void *tsm_model_create(void) {
   const tsm_plan *plan = &tsm_graph_plan;
   if (check_plan(plan) != 0) return NULL;
+  const char *why = NULL;
+  if (tsm_params(&why) == NULL) {
+    fail("tsm_model_create: %s", why);
+    return NULL;
+  }
 
   size_t total_args = 0;
   for (int s = 0; s < plan->num_steps; ++s) total_args += (size_t)plan->steps[s].nargs;
