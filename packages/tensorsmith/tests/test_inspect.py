@@ -78,8 +78,9 @@ def test_inspect_json(artifacts) -> None:
     assert info["steps"] == len(info["kernels"]) == 4
     assert 0 < info["workspace_bytes"] <= info["unplanned_workspace_bytes"]
     assert WEIGHT_BYTES <= info["params_bytes"] <= 1.01 * WEIGHT_BYTES
-    assert info["sections"] == {}
-    assert 0 < info["payload_bytes"] < info["file_bytes"]
+    # the weights follow the library (section "params"), then the id tying them to it
+    assert info["sections"] == {"params": info["params_bytes"], "params.id": 16}
+    assert 0 < info["payload_bytes"] < info["file_bytes"] - info["params_bytes"]
     assert "tensorsmith-runtime" in info["producer"]
 
 
