@@ -356,6 +356,24 @@ def test_blocks_of_k_inside_a_block_of_tiles() -> None:
     np.testing.assert_allclose(bufs[2], arrays[0] @ arrays[1], rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize(("channels", "passes"), [(64, 4), (16, 0)])
+def test_pointwise_conv_runs_in_passes_over_input_channels(channels: int, passes: int) -> None:
+    """A blocked 1x1 convolution whose input outgrows half the (here tiny) L2 cache, with
+    as many input channels as output ones, sums in passes over blocks of input channels
+    (2 blocks of 8 a pass: 2.3 KiB of input, within half of 8 KiB), outermost, with the
+    partial sums kept in the output; one with few input channels (an expansion) keeps
+    one pass. Either way the result is exact."""
+    tiny = CpuResources("tiny-l2", vector_bits=256, vector_registers=16, l2_bytes=8192)
+    func = check("conv2d", [(1, channels // 8, 6, 6, 8), (64, channels, 1, 1)],
+                 {"pads": [0, 0, 0, 0], "strides": [1, 1], "block": 8}, tiny,
+                 frozenset({"in1"}), atol=1e-4)
+    outer = next(s for s in walk_stmts(func.body) if isinstance(s, For))
+    if passes:
+        assert outer.var.name == "rc.o" and outer.extent == passes
+    else:
+        assert all(s.var.name != "rc.o" for s in walk_stmts(func.body) if isinstance(s, For))
+
+
 @pytest.mark.parametrize("shape", [(3, 5, 70), (2, 1000)])
 def test_softmax_runs_a_row_at_a_time(shape: tuple[int, ...]) -> None:
     """A softmax's max, exponentials and sum are computed inside its row loop

@@ -56,6 +56,7 @@ from .cpu_shapes import (
 from .cpu_sizes import (
     blocked_tile,
     depthwise_tile,
+    pointwise_kblock,
     reads_padding_in_place,
     register_tile,
     small_image,
@@ -479,7 +480,9 @@ class CpuRules:
         only the image's last tile is partial. A depthwise convolution or pooling window
         has one block and its rows along an output row (``n, c.o, y, x.o | ry, rx |
         x.i, lanes``): its padding is read in place, and the tiles inside the image run
-        without the padding's selects (te/inside.py)."""
+        without the padding's selects (te/inside.py). A 1x1 convolution whose input
+        outgrows the L2 cache runs in passes over blocks of input channels
+        (:func:`pointwise_kblock`)."""
         op = st.tensor.op
         assert op is not None
         lanes = op.axes[4].extent
@@ -490,7 +493,8 @@ class CpuRules:
         shape = self.tile_shape(st, 3, weight=weight)
         vec = self.vec_knob(st, lanes, lanes)
         self.tile(st, shape, vec=vec, rows=rows, outer_order="natural", vec_axis="block",
-                  flatten=dense, cblocks=max(1, cblocks))
+                  flatten=dense, cblocks=max(1, cblocks),
+                  kblock=pointwise_kblock(self.res, st, cblocks) if dense else None)
 
     def winograd_output(self, st: Stage) -> None:
         """A Winograd output transform reads its products with output channels
@@ -598,8 +602,8 @@ class CpuRules:
              unroll_reduce: bool = False, cblocks: int = 1) -> None:
         """Ask every other knob of a register tile (``vec`` is :meth:`vec_knob`'s
         answer), with the rule's choices as defaults, and build it (cpu_tile.py).
-        Products (not windows) may also run their reduction in cache-sized blocks:
-        ``kblock`` is their rule's choice (0: one block)."""
+        Products and 1x1 convolutions may also run their reduction in cache-sized
+        blocks: ``kblock`` is their rule's choice (0: one block)."""
         ext = shape.extent
         block = vec_axis == "block"
         cols = ext[shape.spatial[-1]] * (ext[shape.spatial[-2]] if flatten and not block else 1)
@@ -630,8 +634,10 @@ class CpuRules:
             parallel=ask(st, "parallel", math.prod(ext.values()) >= PARALLEL_MIN_WORK,
                          NO_YES),
             flatten=flatten, pack=pack, vec_axis=vec_axis, unroll_reduce=unroll_reduce)
-        if kblock is not None and len(shape.reduce) == 1:
-            knobs["kblock"] = ask(st, "kblock", kblock, options(depth - 1, (0, 128, 256, 512)))
+        if kblock is not None and (len(shape.reduce) == 1 or block):
+            # a product's k in elements; a blocked convolution's in channel blocks
+            sizes = (0, 2, 4, 8, 16, 32) if block else (0, 128, 256, 512)
+            knobs["kblock"] = ask(st, "kblock", kblock, options(depth - 1, sizes))
             if knobs["kblock"]:
                 knobs["kblock_pos"] = ask(st, "kblock_pos", "outer", ("outer", "tile"))
         if unroll_reduce:
