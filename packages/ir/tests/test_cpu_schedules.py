@@ -374,6 +374,32 @@ def test_pointwise_conv_runs_in_passes_over_input_channels(channels: int, passes
         assert all(s.var.name != "rc.o" for s in walk_stmts(func.body) if isinstance(s, For))
 
 
+def test_blocked_conv_pixels_above_channel_blocks() -> None:
+    """``outer_order="rows_first"`` on a blocked convolution puts the pixel tiles above
+    the blocks of output channels in the parallel loop (each tile's input read once, the
+    weights from cache); the result is exact, tails included (7 x 7 pixels in tiles of 6)."""
+    x = te.placeholder((1, 4, 7, 7, 8), "float32", "in0")
+    w = te.placeholder((32, 32, 1, 1), "float32", "in1")
+    attrs = {"pads": [0, 0, 0, 0], "strides": [1, 1], "block": 8}
+    out = get_op("conv2d").infer([TensorType(x.shape, "float32"), TensorType(w.shape, "float32")],
+                                 attrs)
+    (y,) = get_op("conv2d").compute([x, w], attrs, out, "t0")  # type: ignore[misc]
+    answers = {"outer_order": "rows_first"}
+    sched = schedule_cpu([y], resources=AVX2, constants=frozenset({"in1"}),
+                         choose=lambda st, knob, default, choices=(): answers.get(knob,
+                                                                                   default))
+    func = te.lower(sched, [x, w], [y])
+    parallel = next(s for s in walk_stmts(func.body) if isinstance(s, For) and
+                    s.kind == "parallel")
+    names = parallel.var.name.split(".")
+    assert names.index("t0_i2") < names.index("t0_i1")  # pixels, then blocks
+    arrays = [rng.standard_normal(t.shape).astype("float32") for t in (x, w)]
+    bufs = [*func.stored_inputs(arrays), np.zeros(y.shape, "float32")]
+    run_func(func, bufs)
+    want = get_op("conv2d").reference(arrays, attrs)[0]
+    np.testing.assert_allclose(bufs[2], want, rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("shape", [(3, 5, 70), (2, 1000)])
 def test_softmax_runs_a_row_at_a_time(shape: tuple[int, ...]) -> None:
     """A softmax's max, exponentials and sum are computed inside its row loop

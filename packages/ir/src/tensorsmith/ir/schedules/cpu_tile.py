@@ -175,6 +175,10 @@ def build_tile(s: Schedule, shape: TileShape, t: Tile) -> bool:
     others = [a for a in spatial if a not in (row_axis, vec_axis)]
     if t.outer_order == "cols_first":
         outer = [*others, jo, io]
+    elif t.outer_order == "rows_first" and t.vec_axis == "block":
+        # pixels above the blocks of output channels: each tile's input is read once and
+        # every block's weights come from cache (for weights that fit it)
+        outer = [others[0], io, *others[1:], jo]
     elif t.outer_order == "rows_first":
         outer = [*others, io, jo]
     else:
