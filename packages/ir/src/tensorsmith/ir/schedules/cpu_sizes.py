@@ -22,6 +22,8 @@ DEPTHWISE_SPARE_REGISTERS = 3
 #: Groups of output-channel blocks a 1x1 convolution needs before it runs in passes over
 #: its input channels (``pointwise_kblock``): two per thread on two threads.
 KBLOCK_MIN_GROUPS = 4
+#: Passes over the input channels of a 1x1 convolution at most, where the L2 allows.
+KBLOCK_MAX_PASSES = 8
 #: Rows of a blocked window's tile at most (one vector each).
 MAX_BLOCKED_ROWS = 8
 #: A depthwise convolution whose output rows are at most this wide reads its padding
@@ -126,7 +128,8 @@ def pointwise_kblock(resources: CpuResources, st: Stage, cblocks: int) -> int:
     passes over blocks of input channels (partial sums kept in the output, the
     elementwise ops after the last pass) a pass's slice of the input stays in L2 while
     every group reads it: the largest divisor of the channel blocks whose slice takes at
-    most half the L2. Worth it where a thread has several groups (at least
+    most half the L2 (or, for fewer than :data:`KBLOCK_MAX_PASSES` passes, all of it).
+    Worth it where a thread has several groups (at least
     :data:`KBLOCK_MIN_GROUPS` in all) and the input has at least as many channels as the
     output, so the partial sums it writes back weigh less than the reads it saves.
     ResNet-50's 1x1 layers on Zen 3 (512 KiB L2): 1.2x at 56x56 (2 blocks of 8 per
@@ -145,8 +148,15 @@ def pointwise_kblock(resources: CpuResources, st: Stage, cblocks: int) -> int:
     half = resources.l2_bytes // 2
     if blocks * per_block <= half:
         return 0
-    fits = [d for d in range(1, blocks) if blocks % d == 0 and d * per_block <= half]
-    return max(fits, default=0)
+    divisors = [d for d in range(1, blocks) if blocks % d == 0]
+    block = max((d for d in divisors if d * per_block <= half), default=0)
+    if block and blocks // block > KBLOCK_MAX_PASSES:
+        # each pass is a parallel loop the threads wait for each other after: where half
+        # the L2 would take more, slices up to the whole L2 (256->64 at 56x56 on Zen 3: 8
+        # passes of 4 blocks ran as fast as 16 of 2)
+        block = min((d for d in divisors if blocks // d <= KBLOCK_MAX_PASSES
+                     and d * per_block <= resources.l2_bytes), default=block)
+    return block
 
 
 def interior_share(pad: Stage, reader: Stage, tile: tuple[int, int]) -> float:
