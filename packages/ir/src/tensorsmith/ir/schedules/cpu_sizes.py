@@ -128,12 +128,12 @@ def pointwise_kblock(resources: CpuResources, st: Stage, cblocks: int) -> int:
     passes over blocks of input channels (partial sums kept in the output, the
     elementwise ops after the last pass) a pass's slice of the input stays in L2 while
     every group reads it: the largest divisor of the channel blocks whose slice takes at
-    most half the L2 (or, for fewer than :data:`KBLOCK_MAX_PASSES` passes, all of it).
-    Worth it where a thread has several groups (at least
-    :data:`KBLOCK_MIN_GROUPS` in all) and the input has at least as many channels as the
-    output, so the partial sums it writes back weigh less than the reads it saves.
-    ResNet-50's 1x1 layers on Zen 3 (512 KiB L2): 1.2x at 56x56 (2 blocks of 8 per
-    pass), 1.5x at 28x28, 1.2-1.35x at 14x14; MobileNetV2's expansions (few input
+    most half the L2, or up to all of it where half would take more than
+    :data:`KBLOCK_MAX_PASSES` passes. Worth it where a thread has several groups (at
+    least :data:`KBLOCK_MIN_GROUPS` in all) and the input has at least as many channels
+    as the output, so the partial sums it writes back weigh less than the reads it saves.
+    ResNet-50's 1x1 layers on Zen 3 (512 KiB L2): 1.2x at 56x56 (8 passes of 4 blocks
+    of 8), 1.5x at 28x28, 1.2-1.35x at 14x14; MobileNetV2's expansions (few input
     channels, many output ones) lost 10% in passes. A 3x3 window reads each input 9 times
     per load and lost 5%, so it keeps one pass."""
     op = st.tensor.op

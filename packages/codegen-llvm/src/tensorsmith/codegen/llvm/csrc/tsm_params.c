@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #define FOOTER_BYTES 32 /* magic[8], u32 version, u32 reserved, u64 meta offset, u64 length */
-#define ID_BYTES 16
+#define ID_BYTES ((int)sizeof tsm_graph_plan.params_id)
 
 static const unsigned char *params_base;
 static size_t params_mapped;

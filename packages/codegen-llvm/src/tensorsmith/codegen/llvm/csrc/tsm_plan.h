@@ -51,8 +51,9 @@
  *   - A buffer is a byte range, of the weights (TSM_PARAM, read-only: kernels must not
  *     write them; within params_bytes) or of the model's workspace (TSM_WORKSPACE). The
  *     runtime allocates one workspace of workspace_bytes per model, 64-byte aligned;
- *     buffer offsets are multiples of 64, except where a buffer is a range inside another (the part of a
- *     Concat done in place): kernels assume only their element size's alignment.
+ *     buffer offsets are multiples of 64, except where a buffer is a range inside
+ *     another (the part of a Concat done in place): kernels assume only their element
+ *     size's alignment.
  *   - Inputs and outputs are buffers too. An input is a TSM_WORKSPACE buffer whose range
  *     no step writes and the memory planner never reuses, since inputs keep their values
  *     across runs. An output may be a workspace or a param buffer (a constant output).
