@@ -28,9 +28,10 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from tensorsmith.ir.lowering import transformed_start
 from tensorsmith.ir.schedules import Knob, KnobConflict, default_schedule, rule_knobs
 from tensorsmith.ir.target import Target
-from tensorsmith.ir.te.schedule import Schedule, Stage, Step, input_tensors
+from tensorsmith.ir.te.schedule import Schedule, Stage, Step
 from tensorsmith.ir.te.tensor import Tensor
 
 from .task import Task
@@ -81,7 +82,8 @@ class SearchSpace:
         self.stages: list[StageKnobs] = []
         if len(self.algorithms) > 1:
             names = tuple(a.name for a in self.algorithms)
-            self.stages.append(StageKnobs("", (Knob("algorithm", names, names[0]),), -1))
+            default = next(iter(task.default_transforms.values()), "direct")
+            self.stages.append(StageKnobs("", (Knob("algorithm", names, default),), -1))
         for alg in self.algorithms:
             self.stages += alg.stages
         self.knobs: list[tuple[int, Knob]] = [
@@ -99,13 +101,7 @@ class SearchSpace:
     @staticmethod
     def _start(alg: Algorithm) -> Schedule:
         """A schedule of ``alg``'s compute with its weights stored transformed."""
-        s = Schedule(alg.outputs)
-        for index, transform in alg.transforms.items():
-            name = f"in{index}"
-            reader = next(st for st in s.stages
-                          if any(t.name == name for t in input_tensors(st.tensor)))
-            s.layout(reader.name, name, tuple(range(alg.inputs[index].ndim)), None, transform)
-        return s
+        return transformed_start(alg.inputs, alg.outputs, alg.transforms)
 
     # -- configs --------------------------------------------------------------------
     def _values(self, config: Config) -> list[Values]:

@@ -19,7 +19,7 @@ import numpy as np
 
 from tensorsmith.ir.build import fused_groups
 from tensorsmith.ir.graph import Graph, copy_nodes
-from tensorsmith.ir.lowering import group_compute, workload_key
+from tensorsmith.ir.lowering import default_transforms, group_compute, workload_key
 from tensorsmith.ir.passes.fuse import FusedGroup
 from tensorsmith.ir.target import Target
 from tensorsmith.ir.te.expr import Binary, Call, Expr, Reduce, Select
@@ -53,6 +53,13 @@ class Task:
         if key not in self._computes:
             self._computes[key] = group_compute(self.group, dict(key))
         return self._computes[key]
+
+    @property
+    def default_transforms(self) -> dict[int, str]:
+        """The weight transforms of the task's default schedule (what ``build`` computes
+        it with when no record names others)."""
+        return default_transforms(self.group, Target.parse(self.target).family,
+                                  self.constant_inputs)
 
     @property
     def label(self) -> str:

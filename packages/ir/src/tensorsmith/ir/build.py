@@ -21,7 +21,7 @@ from tensorsmith.runtime.layouts import to_stored
 from .codegen import get_codegen, target_resources
 from .errors import ModelError
 from .graph import Graph, Node, Value
-from .lowering import lower_group, workload_key
+from .lowering import default_transforms, lower_group, workload_key
 from .module import CompiledModule
 from .passes import (
     ConcatViews,
@@ -51,7 +51,7 @@ def build(mod: Graph, target: str | Target = "llvm", params: Mapping[str, np.nda
     start = time.perf_counter()
     schedule = default_schedule(tgt)
     tuned = load_best_steps(records, tgt) if records is not None else {}
-    step_funcs = _lower_once_per_workload(groups, schedule, tuned)
+    step_funcs = _lower_once_per_workload(groups, schedule, tuned, tgt.family)
     funcs = list({id(f): f for f in step_funcs}.values())
     timings.append(("lower", time.perf_counter() - start))
     plan, blob = _make_plan(graph, groups, step_funcs, tgt, homes)
@@ -62,7 +62,7 @@ def build(mod: Graph, target: str | Target = "llvm", params: Mapping[str, np.nda
 
 
 def _lower_once_per_workload(groups: list[FusedGroup], schedule: Callable[..., Any],
-                             tuned: Mapping[str, Any]) -> list[PrimFunc]:
+                             tuned: Mapping[str, Any], family: str) -> list[PrimFunc]:
     """The kernel of each group, lowered (and later compiled) once per workload key.
 
     Groups with equal keys compute the same thing on same-shaped buffers (weights are
@@ -82,7 +82,8 @@ def _lower_once_per_workload(groups: list[FusedGroup], schedule: Callable[..., A
         constant = tuple(i for i, v in enumerate(g.inputs) if v.is_constant)
         if (key, usable, constant) not in by_key:
             by_key[key, usable, constant] = lower_group(
-                g, f"tsm_kernel_{len(by_key)}", schedule, steps if usable else None, constant)
+                g, f"tsm_kernel_{len(by_key)}", schedule, steps if usable else None, constant,
+                default_transforms(g, family, constant))
         out.append(by_key[key, usable, constant])
     return out
 

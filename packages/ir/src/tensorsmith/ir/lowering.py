@@ -13,6 +13,7 @@ from .errors import ModelError
 from .graph import Value
 from .op_registry import TensorType, get_op
 from .passes.fuse import FusedGroup
+from .te.schedule import input_tensors
 from .te.stmt import PrimFunc
 from .te.tensor import Tensor
 
@@ -86,20 +87,65 @@ def weight_transforms(steps: list[te.Step] | None) -> dict[int, str]:
             if s.kind == "layout" and len(s.args) > 3 and s.args[3]}
 
 
+def default_transforms(group: FusedGroup, family: str, constant_inputs: Sequence[int]
+                       ) -> dict[int, str]:
+    """The weight transforms a group computes with by default on a target ``family``
+    (input index -> transform), for the weights among ``constant_inputs``: a CPU's fast
+    convolutions (schedules/cpu_algorithms.py). The auto-tuner's ``algorithm`` knob
+    defaults to these too."""
+    if family != "cpu":
+        return {}
+    from .schedules.cpu_algorithms import default_conv_transform
+
+    index = {v.uid: i for i, v in enumerate(group.inputs)}
+    out: dict[int, str] = {}
+    for node in group.nodes:
+        if node.op != "conv2d" or len(node.inputs) != 2:
+            continue
+        x, w = node.inputs
+        i = index.get(w.uid)
+        if i is None or i not in constant_inputs:
+            continue
+        transform = default_conv_transform(node.attrs, x.shape, w.shape,
+                                           node.outputs[0].shape, x.dtype)
+        if transform is not None:
+            out[i] = transform
+    return out
+
+
+def transformed_start(inputs: list[Tensor], outputs: list[Tensor],
+                      transforms: Mapping[int, str]) -> te.Schedule:
+    """A schedule of ``outputs`` whose first steps store the ``transforms``' weights
+    transformed (a ``layout`` step each, taken by the stage that reads the weight)."""
+    s = te.Schedule(outputs)
+    for index, transform in transforms.items():
+        name = f"in{index}"
+        reader = next(st for st in s.stages
+                      if any(t.name == name for t in input_tensors(st.tensor)))
+        s.layout(reader.name, name, tuple(range(inputs[index].ndim)), None, transform)
+    return s
+
+
 def lower_group(group: FusedGroup, name: str, schedule: ScheduleFn,
                 steps: list[te.Step] | None = None,
-                constant_inputs: Sequence[int] | None = None) -> PrimFunc:
+                constant_inputs: Sequence[int] | None = None,
+                transforms: Mapping[int, str] | None = None) -> PrimFunc:
     """Lower a group with the default ``schedule``, or replay tuned ``steps``.
 
     ``constant_inputs`` are the indices of the inputs that are weights (default: those
-    whose value is constant in the graph); the schedule may store those transposed."""
-    inputs, outputs = group_compute(group, weight_transforms(steps))
+    whose value is constant in the graph); the schedule may store those transposed.
+    ``transforms`` are the default's weight transforms (``default_transforms``); tuned
+    steps name their own."""
+    if steps is not None:
+        transforms = weight_transforms(steps)
+    inputs, outputs = group_compute(group, transforms)
     if steps is not None:
         sched = te.replay(outputs, steps)
     else:
         if constant_inputs is None:
             constant_inputs = [i for i, v in enumerate(group.inputs) if v.is_constant]
-        sched = schedule(outputs, constants=frozenset(inputs[i].name for i in constant_inputs))
+        sched = schedule(outputs, constants=frozenset(inputs[i].name for i in constant_inputs),
+                         start=transformed_start(inputs, outputs, transforms or {}))
     func = te.lower(sched, inputs, outputs, name)
     func.attrs["workload"] = workload_key(group)
     func.attrs["steps"] = [s.to_json() for s in sched.steps]

@@ -67,6 +67,25 @@ def llvm_type(dtype: str) -> ir.Type:
     return _LLVM_TYPES[dtype]
 
 
+def _fold_index(op: str, x: ir.Value, y: ir.Value) -> ir.Value | None:
+    """``x op y`` for integer scalars where the result needs no instruction: both
+    constant (an unrolled loop's index times a stride), or adding zero and multiplying
+    by one. Unrolled tables emit thousands of such index terms; LLVM would fold them
+    too, but only after the emitter has spent its time writing them out."""
+    if op not in ("add", "sub", "mul") or not isinstance(x.type, ir.IntType):
+        return None
+    cx = x.constant if isinstance(x, ir.Constant) and isinstance(x.constant, int) else None
+    cy = y.constant if isinstance(y, ir.Constant) and isinstance(y.constant, int) else None
+    if cx is not None and cy is not None and x.type == y.type and x.type.width == 64:
+        value = cx + cy if op == "add" else cx - cy if op == "sub" else cx * cy
+        return ir.Constant(x.type, value)
+    if (op in ("add", "sub") and cy == 0) or (op == "mul" and cy == 1):
+        return x
+    if (op == "add" and cx == 0) or (op == "mul" and cx == 1):
+        return y
+    return None
+
+
 def _memory_type(dtype: str) -> ir.Type:
     return I8 if dtype == "bool" else llvm_type(dtype)
 
@@ -129,6 +148,12 @@ class KernelEmitter:
         elif isinstance(s, Store):
             self._store(b, s)
         elif isinstance(s, IfThenElse):
+            known = self.static_value(s.cond)
+            if known is not None:  # a branch on unrolled loop indices: only the arm taken
+                arm = s.then if known else s.otherwise
+                if arm is not None:
+                    self.stmt(b, arm)
+                return
             cond = self._as_bool(b, self.expr(b, s.cond))
             if s.otherwise is None:
                 with b.if_then(cond):
@@ -321,6 +346,9 @@ class KernelEmitter:
                 return self._intrinsic(b, "llvm.pow", [x, y], dt)
             raise TypeError(f"float op {e.op}")
         unsigned = _unsigned(dt)
+        folded = _fold_index(e.op, x, y)
+        if folded is not None:
+            return folded
         if e.op in COMPARISONS:
             cmp = b.icmp_unsigned if unsigned else b.icmp_signed
             return cmp(_FCMP[e.op], x, y)

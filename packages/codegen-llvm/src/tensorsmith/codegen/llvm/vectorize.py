@@ -15,7 +15,7 @@ from llvmlite import ir
 
 from tensorsmith.ir.te.expr import Binary, Call, Cast, Const, Expr, Load, Select, Var
 from tensorsmith.ir.te.stmt import For, IfThenElse, Seq, Stmt, Store
-from tensorsmith.ir.te.visit import free_vars
+from tensorsmith.ir.te.visit import children, free_vars
 
 from .constants import vector
 
@@ -70,9 +70,33 @@ def _stores(s: Stmt, var: Var) -> list[Store] | None:
     return out
 
 
+def taken_arms(em: KernelEmitter, s: Stmt, var: Var) -> Stmt | None:
+    """``s`` with each branch whose condition is fixed where it is emitted (on unrolled
+    loop indices: a Winograd transform's table of stores) replaced by the arm taken;
+    None where nothing is left. Only that arm is analysed and emitted. A condition on
+    the vector loop's ``var`` is a lane mask, never fixed."""
+    if isinstance(s, Seq):
+        kept = [x for x in (taken_arms(em, y, var) for y in s.stmts) if x is not None]
+        return Seq(kept) if kept else None
+    if isinstance(s, IfThenElse):
+        known = (em.static_value(s.cond)
+                 if all(v is not var for v in free_vars(s.cond)) else None)
+        if known is not None:
+            arm = s.then if known else s.otherwise
+            return None if arm is None else taken_arms(em, arm, var)
+        then = taken_arms(em, s.then, var)
+        otherwise = None if s.otherwise is None else taken_arms(em, s.otherwise, var)
+        if then is None and otherwise is None:
+            return None
+        return IfThenElse(s.cond, then if then is not None else Seq([]), otherwise)
+    return s
+
+
 def try_vectorize(em: KernelEmitter, b: ir.IRBuilder, loop: For) -> bool:
     """Emit ``loop`` as SIMD; a guard around the body (a split's tail) becomes a lane mask."""
-    body, cond = loop.body, None
+    body, cond = taken_arms(em, loop.body, loop.var), None
+    if body is None:
+        return True
     if isinstance(body, IfThenElse) and body.otherwise is None:
         body, cond = body.then, body.cond
     stores = _stores(body, loop.var)
@@ -106,6 +130,17 @@ def _gather_cost(e: Expr, var: Var) -> int:
 class VectorEmitter:
     def __init__(self, em: KernelEmitter, b: ir.IRBuilder, var: Var, lanes: int) -> None:
         self.em, self.b, self.var, self.lanes = em, b, var, lanes
+        self._varies: dict[int, bool] = {}
+
+    def varies(self, e: Expr) -> bool:
+        """Whether ``e`` depends on the loop variable (memoized per node: ``expr`` asks
+        at every level of a large expression)."""
+        got = self._varies.get(id(e))
+        if got is None:
+            got = e is self.var if isinstance(e, Var) else any(
+                self.varies(c) for c in children(e))
+            self._varies[id(e)] = got
+        return got
 
     def emit(self, body: Stmt, cond: Expr | None = None) -> None:
         b = self.b
@@ -204,7 +239,7 @@ class VectorEmitter:
     def expr(self, e: Expr) -> ir.Value:
         """A vector when ``e`` varies with the loop variable, else a scalar."""
         b = self.b
-        if all(v is not self.var for v in free_vars(e)):
+        if not self.varies(e):
             return self.em.expr(b, e)
         if isinstance(e, Var):
             return vector(ir.VectorType(ir.IntType(64), self.lanes), range(self.lanes))

@@ -16,6 +16,12 @@ exchange for two cheap transforms. The build stores the weights transformed
   ``(e, n)`` the elementwise epilogue (bias, activation) fuses into, like a direct
   convolution's, by default with its vector loop over output channels too.
 
+On channel-blocked activations (``[N, C / b, H, W, b]``, passes/blocked_layout.py) the
+input transform writes ``V[e, n, p, c]`` instead, channels last: its vector loop then
+runs over a block's lanes, which are contiguous in the input too, and the product reads
+each tile's channels as one contiguous row. A ``block`` attribute writes the output
+blocked, as a direct blocked convolution does.
+
 The transforms index their constant matrices with loop variables (``table``); unrolled
 loops make those indices constants, and the code generator then emits only the
 nonzero terms.
@@ -39,7 +45,7 @@ def eligible(attrs: Attrs, weight_shape: Sequence[int], transform: str) -> bool:
     return (len(weight_shape) == 4 and tuple(weight_shape[2:]) == (w.r, w.r)
             and list(attrs.get("strides", [1, 1])) == [1, 1]
             and list(attrs.get("dilations", [1, 1])) == [1, 1]
-            and attrs.get("groups", 1) == 1 and not attrs.get("block"))
+            and attrs.get("groups", 1) == 1)
 
 
 def table(index: Expr, values: Sequence[Expr | float]) -> Expr:
@@ -69,13 +75,17 @@ def _weighted_sum(terms: list[tuple[float, Expr]], dtype: str) -> Expr:
 
 def winograd_conv2d(x: te.Tensor, u: te.Tensor, attrs: Attrs,
                     out_shape: tuple[int, ...], transform: str, tag: str) -> te.Tensor:
-    """The convolution of ``x`` ([N, C, H, W]) with transformed weights ``u``
-    ([alpha, alpha, C, O]); ``out_shape`` is the direct convolution's output shape."""
+    """The convolution of ``x`` ([N, C, H, W] or blocked) with transformed weights ``u``
+    ([alpha, alpha, C, O]); ``out_shape`` is the direct convolution's output shape
+    (blocked where ``attrs`` has a ``block``)."""
     w = TRANSFORMS[transform]
     m, a = w.m, w.alpha
-    n_batch, c, h, wd = x.shape
-    _, _, oh, ow = out_shape
-    o = u.shape[3]
+    blocked_in = x.ndim == 5
+    n_batch, c, h, wd = x.shape[:4]
+    lanes = x.shape[4] if blocked_in else 1
+    c *= lanes
+    oh, ow = out_shape[2], out_shape[3]
+    block = attrs.get("block", 0)
     th, tw = -(-oh // m), -(-ow // m)
     tiles = n_batch * th * tw
     top, left, bottom, right = list(attrs.get("pads", [0, 0, 0, 0]))
@@ -87,6 +97,8 @@ def winograd_conv2d(x: te.Tensor, u: te.Tensor, attrs: Attrs,
 
     def patch(p: Expr, r1: int, r2: int, ci: Expr) -> Expr:
         b, ty, tx = p // (th * tw), (p // tw) % th, p % tw
+        if blocked_in:
+            return xp[b, ci // lanes, ty * m + r1, tx * m + r2, ci % lanes]
         return xp[b, ci, ty * m + r1, tx * m + r2]
 
     def v_element(e: Expr, nn: Expr, ci: Expr, p: Expr) -> Expr:
@@ -101,18 +113,30 @@ def winograd_conv2d(x: te.Tensor, u: te.Tensor, attrs: Attrs,
             rows.append(table(nn, cols))
         return table(e, rows)
 
-    v = te.compute((a, a, c, tiles), v_element, name=tag + "_wino_in", tag="winograd_input")
     rc = te.reduce_axis(c, "rc")
-    mm = te.compute((a, a, tiles, o),
-                    lambda e, nn, p, oc: te.sum(v[e, nn, rc.var, p] * u[e, nn, rc.var, oc], [rc]),
-                    name=tag + "_wino_mm", tag="winograd_gemm")
+    if blocked_in:
+        v = te.compute((a, a, tiles, c), lambda e, nn, p, ci: v_element(e, nn, ci, p),
+                       name=tag + "_wino_in", tag="winograd_input_blocked")
+
+        def product(e: Expr, nn: Expr, p: Expr, oc: Expr) -> Expr:
+            return te.sum(v[e, nn, p, rc.var] * u[e, nn, rc.var, oc], [rc])
+    else:
+        v = te.compute((a, a, c, tiles), v_element, name=tag + "_wino_in",
+                       tag="winograd_input")
+
+        def product(e: Expr, nn: Expr, p: Expr, oc: Expr) -> Expr:
+            return te.sum(v[e, nn, rc.var, p] * u[e, nn, rc.var, oc], [rc])
+    mm = te.compute((a, a, tiles, u.shape[3]), product, name=tag + "_wino_mm",
+                    tag="winograd_gemm")
     re, rn = te.reduce_axis(a, "re"), te.reduce_axis(a, "rn")
 
     def coefficient(k: Expr, index: Expr) -> Expr:
         return table(k, [table(index, list(row)) for row in w.at])
 
-    def y_element(b: Expr, oc: Expr, y: Expr, z: Expr) -> Expr:
+    def y_element(b: Expr, oc: Expr, y: Expr, z: Expr, *lane: Expr) -> Expr:
         p = b * (th * tw) + (y // m) * tw + z // m
+        if lane:  # blocked: output channel oc * block + lane
+            oc = oc * block + lane[0]
         return te.sum(mm[re.var, rn.var, p, oc] * coefficient(y % m, re.var)
                       * coefficient(z % m, rn.var), [re, rn])
 

@@ -278,6 +278,26 @@ class CpuRules:
         if outer is not None and parallel:
             self.s.parallel(st.name, outer)
 
+    def winograd_input_blocked(self, st: Stage) -> None:
+        """A Winograd input transform over channel-blocked activations, ``V[e, n, p,
+        c]``: per tile and block of input channels, the ``alpha x alpha`` table entries
+        unrolled over a vector of the block's lanes (``p, c.o | e, n | c.i``), each
+        patch element one contiguous load shared by the entries that read it."""
+        e, n, p, c = (lf.name for lf in st.leaves)
+        lanes = self.res.lanes(element_bytes(st))
+        vec = self.choose(st, "vec", lanes, options(st.leaf(c).extent, (4, 8, 16, 32)))
+        parallel = self.choose(st, "parallel", math.prod(lf.extent for lf in st.leaves)
+                               >= PARALLEL_MIN_WORK, NO_YES)
+        co, ci = split_or_keep(self.s, st.name, c, st.leaf(c).extent, vec)
+        self.s.reorder(st.name, *[x for x in (p, co, e, n, ci) if x is not None])
+        self.s.unroll(st.name, e)
+        self.s.unroll(st.name, n)
+        if ci is not None:
+            self.s.vectorize(st.name, ci)
+        outer = fuse_all(self.s, st.name, [x for x in (p, co) if x is not None])
+        if outer is not None and parallel:
+            self.s.parallel(st.name, outer)
+
     # -- reductions --------------------------------------------------------------------
     def reduction(self, st: Stage) -> None:
         """Softmax sums, reductions along a row: the spatial axes fused, in parallel.
@@ -502,16 +522,50 @@ class CpuRules:
         constant table are unrolled."""
         op = st.tensor.op
         assert op is not None
+        table = math.prod(a.extent for a in op.reduce_axes)
+        if len(op.axes) == 5:
+            self.winograd_output_blocked(st)
+            return
         shape = self.tile_shape(st, 1)
         vec, rows = register_tile(self.res, op.axes[-1].extent, op.axes[1].extent,
                                   element_bytes(st))
         vec = self.vec_knob(st, vec, op.axes[-1].extent)
-        table = math.prod(a.extent for a in op.reduce_axes)
         rows = max(1, min(rows, UNROLL_MAX_TABLE // table))
         pixels, channels = op.axes[-1].extent, op.axes[1].extent
         self.tile(st, shape, vec=vec, rows=rows, outer_order="cols_first",
                   vec_axis=self.choose(st, "vec_axis", "channels", ("cols", "channels")),
                   cvec=min(16, channels), crows=min(8, pixels, rows), unroll_reduce=True)
+
+    def winograd_output_blocked(self, st: Stage) -> None:
+        """A Winograd output transform written channel-blocked: per ``m x m`` output
+        tile and block of output channels (``n, ob, y.o, x.o | y.i | re, rn, x.i |
+        lanes``), with the tile's rows, columns and the ``alpha x alpha`` table
+        unrolled. Every coefficient is then a constant (its zero terms are never
+        emitted), and a tile row of ``m`` vectors is accumulated in registers and
+        written back with the elementwise epilogue."""
+        op = st.tensor.op
+        assert op is not None
+        m = _table_period(st, 3)
+        n, ob, y, z, lanes = (lf.name for lf in st.leaves if not lf.reduce)
+        reduce = [lf.name for lf in st.leaves if lf.reduce]
+        parallel = self.choose(st, "parallel", math.prod(a.extent for a in op.axes)
+                               >= PARALLEL_MIN_WORK, NO_YES)
+        yo, yi = self.s.split(st.name, y, m)
+        zo, zi = self.s.split(st.name, z, m)
+        self.s.reorder(st.name, n, ob, yo, zo, yi, *reduce, zi, lanes)
+        outer = fuse_all(self.s, st.name, [n, ob, yo, zo])
+        self.s.cache_write(st.name, yi)
+        for loop in (yi, *reduce, zi):
+            self.s.unroll(st.name, loop)
+        self.s.vectorize(st.name, lanes)
+        if outer is not None and parallel:
+            self.s.parallel(st.name, outer)
+        consumer = epilogue_consumer(st, self.out_ids, self.readers)
+        if consumer is not None:
+            try:
+                self.s.fuse_epilogue(st.name, consumer)
+            except ValueError:  # the consumer reads the stage at other indices
+                self.s.steps.pop()
 
     def channel_block(self, st: Stage) -> int:
         """Output channels per vector block of :meth:`channel_tile`: the widest
@@ -683,6 +737,19 @@ def _reads(st: Stage, s: Schedule) -> set[int]:
         if t.uid in stages:
             todo += input_tensors(t)
     return seen
+
+
+def _table_period(stage: Stage, axis: int) -> int:
+    """The output tile size ``m`` of a Winograd output transform: the modulus its body
+    applies to output axis ``axis`` to index its coefficient table."""
+    op = stage.tensor.op
+    assert op is not None
+    var = op.axes[axis].var
+    for e in walk(op.body):
+        if (isinstance(e, Binary) and e.op == "floormod" and e.a is var
+                and isinstance(e.b, Const)):
+            return int(e.b.value)
+    raise ValueError(f"{stage.name} indexes no table by axis {axis}")
 
 
 def _tile_columns(stage: Stage) -> int:

@@ -105,6 +105,12 @@ class _Lowerer:
         """Replace tensor reads by flat buffer loads, substituting inlined stages."""
 
         def visit(x: Expr) -> Expr | None:
+            if isinstance(x, Select) and isinstance(x.cond, Binary) and x.cond.op == "eq":
+                # a table's index (a Winograd coefficient's ``(tile * m + i) % m == k``)
+                # folds to a loop variable, which an unrolled loop makes a constant
+                # (padding's range tests stay as written, for te/inside.py)
+                return select(simplify(self.expr(x.cond), self.bounds), self.expr(x.a),
+                              self.expr(x.b))
             if not isinstance(x, Load) or not isinstance(x.buffer, Tensor):
                 return None
             t = x.buffer

@@ -1,0 +1,53 @@
+"""Which algorithm computes a convolution by default on a CPU: the direct loop nest, or
+Winograd's minimal filtering (ops/winograd.py) where its products are large enough.
+
+Winograd trades multiplications for two transforms and ``alpha^2`` matrix products of
+(tiles x input channels) by (input channels x output channels). F(4x4, 3x3) does 4x fewer
+multiplications than the direct loop nest, F(2x2, 3x3) 2.25x, but each needs enough
+tiles to fill its products' register tiles: at 7x7 (16 tiles of 2x2, 4 of 4x4) both
+lost to the direct loop nest on ResNet's layers (AVX2, Zen 3, blocked layouts).
+
+The default is F(2x2) where it has the tiles. F(4x4) was faster still on the larger
+images (ResNet-18 whole, interleaved with ONNX Runtime on Zen 3: 0.95 of its speed
+direct, 1.16 with F(2x2), 1.28 with F(4x4) down to 28x28), but its output transform
+unrolls ``4 x 4 x 36`` table terms per tile, which cost about 1.5 s of emission and
+LLVM per kernel: UNet's compile grew from 5.5 to 15 s. Until that transform is
+emitted more compactly (separably, ``AT (M A)``), F(4x4) is the tuner's choice only:
+the default of the tuner's ``algorithm`` knob is this module's, and it tries the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tensorsmith.runtime.winograd import TRANSFORMS
+
+from ..op_registry import Attrs
+from ..ops.winograd import eligible
+
+#: Winograd transforms by default, largest output tile first.
+DEFAULT_TRANSFORMS: tuple[str, ...] = ("winograd_f2_3",)
+#: Tiles (rows of each product) a transform needs to be the default.
+MIN_TILES = 32
+#: Input and output channels a convolution needs (the products' depth and width).
+MIN_CHANNELS = 32
+
+
+def default_conv_transform(attrs: Attrs, input_shape: Sequence[int],
+                           weight_shape: Sequence[int], output_shape: Sequence[int],
+                           dtype: str) -> str | None:
+    """The weight transform (:data:`DEFAULT_TRANSFORMS`) a convolution with constant
+    weights runs by default, or None for the direct loop nest. Only convolutions on
+    channel-blocked activations qualify: there the input transform's vectors are a
+    block's contiguous lanes."""
+    if len(input_shape) != 5 or not attrs.get("block") or dtype != "float32":
+        return None
+    if min(weight_shape[0], weight_shape[1]) < MIN_CHANNELS:
+        return None
+    batch, _, height, width = output_shape[:4]
+    for transform in DEFAULT_TRANSFORMS:
+        m = TRANSFORMS[transform].m
+        tiles = batch * -(-height // m) * -(-width // m)
+        if eligible(attrs, weight_shape, transform) and tiles >= MIN_TILES:
+            return transform
+    return None
