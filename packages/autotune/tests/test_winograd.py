@@ -142,3 +142,25 @@ def test_compiled_candidates_match_and_build_applies_the_record(tmp_path) -> Non
         lib.export_library(tmp_path / "m.so")
         (got,) = rt.load(tmp_path / "m.so").run({"x": x})
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_knob_defaults_to_what_build_computes_on_blocked_activations() -> None:
+    """On channel-blocked activations (the CPU default) a large 3x3 convolution runs
+    Winograd without records; the search's default point is that same schedule."""
+    from tensorsmith.autotune.artifact import lower_candidate
+
+    rng = np.random.default_rng(0)
+    b = GraphBuilder("conv")
+    x = b.input("x", (1, 64, 28, 28), "float32")
+    w0 = b.constant("w0", rng.standard_normal((64, 64, 1, 1)).astype("float32"))
+    h = b.add1("relu", [b.add1("conv2d", [x, w0], {}, name="c0")], name="r0")
+    w = b.constant("w", rng.standard_normal((64, 64, 3, 3)).astype("float32"))
+    y = b.add1("conv2d", [h, w], {"pads": [1, 1, 1, 1]}, name="conv")
+    graph = b.finish([b.add1("relu", [y], name="relu")])
+    task = next(t for t in extract_tasks(graph) if any(n.name == "conv" for n in t.group.nodes))
+    assert task.default_transforms == {1: "winograd_f4_3"}
+    space = SearchSpace(task)
+    default = space.default()
+    assert space._values(default)[0]["algorithm"] == "winograd_f4_3"
+    assert [s.to_json() for s in space.steps(default)] == \
+        lower_candidate(task, None).attrs["steps"]

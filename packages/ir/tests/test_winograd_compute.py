@@ -94,7 +94,8 @@ def test_blocked_winograd_with_the_default_rules_equals_direct(transform: str, s
     assert func.attrs["layouts"][weight]["transform"] == transform
     tags = {st.tensor.op.tag
             for st in Schedule(group_compute(group, {weight: transform})[1]).stages}
-    assert {"winograd_input_blocked", "winograd_gemm", "winograd_output"} <= tags
+    assert {"winograd_input_blocked", "winograd_gemm", "winograd_columns",
+            "winograd_output"} <= tags
     rng = np.random.default_rng(1)
     arrays = [rng.standard_normal(v.shape).astype("float32") if not v.is_constant else v.data
               for v in group.inputs]
@@ -113,9 +114,10 @@ def test_default_transform_by_tiles_and_channels() -> None:
         return default_conv_transform({**attrs, **extra}, shape, (channels, channels, 3, 3),
                                       (1, channels // 8, size, size, 8), "float32")
 
-    assert choice(64, 56) == choice(128, 28) == choice(256, 14) == "winograd_f2_3"
-    assert choice(512, 7) is None  # 16 tiles of 2x2 are too few
-    assert choice(16, 56) is None  # too few channels to fill the products
+    assert choice(64, 56) == choice(128, 28) == "winograd_f4_3"  # 196 and 49 tiles of 4x4
+    assert choice(256, 14) == "winograd_f2_3"  # 16 tiles of 4x4 are too few, 49 of 2x2 not
+    assert choice(512, 7) is None  # 16 tiles of 2x2
+    assert choice(32, 56) is None  # too few channels to amortize the transforms
     assert choice(64, 56, blocked=False) is None  # NCHW: the tuner's choice only
     assert choice(64, 56, strides=[2, 2]) is None
 
@@ -125,6 +127,6 @@ def test_default_transforms_of_a_group() -> None:
 
     group = _blocked_group(64, (28, 28))
     weight = next(i for i, v in enumerate(group.inputs) if len(v.shape) == 4)
-    assert default_transforms(group, "cpu", [weight]) == {weight: "winograd_f2_3"}
+    assert default_transforms(group, "cpu", [weight]) == {weight: "winograd_f4_3"}
     assert default_transforms(group, "gpu", [weight]) == {}
     assert default_transforms(group, "cpu", []) == {}  # a weight that is an input

@@ -23,11 +23,14 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from tensorsmith.ir.te.stmt import PrimFunc
+from tensorsmith.ir.te.expr import Expr
+from tensorsmith.ir.te.stmt import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, Store
+from tensorsmith.ir.te.visit import free_vars, walk
 
-#: Pickled kernel bytes under which a model compiles in this process: about 20,000 lines
-#: of LLVM IR, 1.5 s of emission and LLVM on a Zen 1 core; a worker starts in 0.3 s.
-MIN_PARALLEL_BYTES = 130_000
+#: Emitted expression nodes (:func:`emitted_size`) under which a model compiles in this
+#: process: about 20,000 lines of LLVM IR, 1.5 s of emission and LLVM on a Zen 1 core;
+#: a worker starts in 0.3 s.
+MIN_PARALLEL_SIZE = 30_000
 MAX_JOBS = 8
 
 
@@ -47,15 +50,48 @@ def module_text(func: PrimFunc) -> str:
 
 
 def chunks(funcs: list[PrimFunc], jobs: int) -> list[list[PrimFunc]]:
-    """``funcs`` in at most ``jobs`` groups of about equal size (largest first, each to
-    the lightest group; a kernel's size is its pickle's), in their order within a group."""
-    sizes = [len(pickle.dumps(f)) for f in funcs] if jobs > 1 else [0] * len(funcs)
+    """``funcs`` in at most ``jobs`` groups of about equal cost (largest first, each to
+    the lightest group; see :func:`emitted_size`), in their order within a group."""
+    sizes = [emitted_size(f) for f in funcs] if jobs > 1 else [0] * len(funcs)
     return [[funcs[i] for i in part] for part in _chunks(sizes, jobs)]
+
+
+def emitted_size(func: PrimFunc) -> int:
+    """About how many expression nodes emitting ``func`` writes out: each store's, times
+    the copies its unrolled loops make, counting one arm of a branch on unrolled
+    indices (the emitter emits only the arm taken). Compile time follows it; a kernel's
+    pickle does not (a Winograd kernel's tables pickle large and emit small, and its
+    unrolled tiles the other way round), and chunks balanced by pickles left one core
+    idle for seconds."""
+    return _stmt_size(func.body, 1, frozenset())
+
+
+def _stmt_size(s: Stmt, copies: int, unrolled: frozenset[int]) -> int:
+    if isinstance(s, Seq):
+        return sum(_stmt_size(x, copies, unrolled) for x in s.stmts)
+    if isinstance(s, For):
+        if s.kind == "unrolled":
+            return _stmt_size(s.body, copies * s.extent, unrolled | {id(s.var)})
+        return _stmt_size(s.body, copies, unrolled)
+    if isinstance(s, Allocate):
+        return _stmt_size(s.body, copies, unrolled)
+    if isinstance(s, IfThenElse):
+        arms = [_stmt_size(x, copies, unrolled) for x in (s.then, s.otherwise) if x is not None]
+        if all(id(v) in unrolled for v in free_vars(s.cond)):
+            return max(arms)
+        return sum(arms)
+    if isinstance(s, Store):
+        return copies * (_expr_size(s.value) + _expr_size(s.index))
+    return copies
+
+
+def _expr_size(e: Expr) -> int:
+    return sum(1 for _ in walk(e))
 
 
 def _chunks(sizes: list[int], jobs: int) -> list[list[int]]:
     """:func:`chunks` as indices, from the kernels' sizes."""
-    if jobs < 2 or len(sizes) < 2 or sum(sizes) < MIN_PARALLEL_BYTES:
+    if jobs < 2 or len(sizes) < 2 or sum(sizes) < MIN_PARALLEL_SIZE:
         return [list(range(len(sizes)))]
     groups: list[list[int]] = [[] for _ in range(min(jobs, len(sizes)))]
     load = [0] * len(groups)
@@ -73,9 +109,9 @@ def compile_objects(funcs: list[PrimFunc], cpu: str = "", features: str = "",
     if not funcs:
         return []
     jobs = default_jobs() if jobs is None else jobs
-    # each kernel pickled once: its size balances the chunks, its bytes go to a worker
+    # each kernel pickled once, its bytes go to a worker
     pickled = [pickle.dumps(f) for f in funcs] if jobs > 1 and len(funcs) > 1 else []
-    parts = _chunks([len(p) for p in pickled] or [0] * len(funcs), jobs)
+    parts = _chunks([emitted_size(f) for f in funcs] if pickled else [0] * len(funcs), jobs)
     with ThreadPoolExecutor(max(1, len(parts) - 1)) as pool:
         workers = [pool.submit(_in_worker, [pickled[i] for i in part], cpu, features)
                    for part in parts[1:]]

@@ -8,6 +8,8 @@ artifact; the closure carries ``args`` and the enclosing loop variables.
 
 from __future__ import annotations
 
+from typing import Any
+
 from llvmlite import ir
 
 from tensorsmith.ir.te.evaluate import BINARY_OPS
@@ -104,6 +106,11 @@ class KernelEmitter:
         self.vars: dict[int, ir.Value] = {}
         self.bufs: dict[int, ir.Value] = {}
         self.outlined = 0
+        # contiguous vectors already loaded, by (basic block, buffer, lanes, index): an
+        # unrolled table reads each input vector for many entries (a Winograd F(4x4)
+        # input transform: 484 reads of 36 vectors); each is emitted once per block
+        # (vectorize.py), until a store to its buffer
+        self.loaded: dict[tuple[Any, ...], ir.Value] = {}
 
     # -- functions -----------------------------------------------------------------
     def emit(self) -> ir.Function:
@@ -119,6 +126,11 @@ class KernelEmitter:
         for buf, ptr in zip(self.func.params, self._load_buffers(b, args), strict=True):
             self.bufs[id(buf)] = ptr
         self.args_value = args
+
+    def forget_loads(self, buf: Buffer) -> None:
+        """A store to ``buf``: vectors loaded from it earlier may be stale."""
+        if self.loaded:
+            self.loaded = {k: v for k, v in self.loaded.items() if k[1] != id(buf)}
 
     def _load_buffers(self, b: ir.IRBuilder, args: ir.Value) -> list[ir.Value]:
         """The buffer pointers of ``args`` (``void **``), one per param."""
@@ -200,6 +212,7 @@ class KernelEmitter:
 
     def _parallel(self, b: ir.IRBuilder, s: For) -> None:
         """Outline the loop body; the thread pool calls it on chunks of [0, extent)."""
+        self.loaded.clear()  # the body writes buffers behind this block's loads
         captured = [v for v in _stmt_free_vars(s.body) if v is not s.var and id(v) in self.vars]
         self.outlined += 1
         name = f"{self.func.name}.par{self.outlined}"
@@ -249,6 +262,7 @@ class KernelEmitter:
         jb.ret_void()
 
     def _store(self, b: ir.IRBuilder, s: Store) -> None:
+        self.forget_loads(s.buffer)
         value = self.expr(b, s.value)
         if s.buffer.dtype == "bool":
             value = b.zext(self._as_bool(b, value), I8)

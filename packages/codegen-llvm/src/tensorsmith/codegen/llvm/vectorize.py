@@ -9,7 +9,7 @@ return False and the caller emits an ordinary loop for LLVM's own vectorizer.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
 
@@ -192,10 +192,26 @@ class VectorEmitter:
             assert isinstance(s, Store)
             self.store(s)
 
+    def _key(self, e: Expr) -> tuple[Any, ...]:
+        """A structural key of an index expression with its variables' current values
+        (an unrolled loop's index is a different constant in each copy)."""
+        if isinstance(e, Var):
+            if e is self.var:
+                return ("lane",)
+            v = self.em.vars.get(id(e))
+            return ("var", id(e), v.constant if isinstance(v, ir.Constant) else id(v))
+        if isinstance(e, Const):
+            return ("const", e.value, e.dtype)
+        if isinstance(e, Load):
+            return ("load", id(e.buffer), *(self._key(i) for i in e.indices))
+        return (type(e).__name__, getattr(e, "op", getattr(e, "fn", e.dtype)),
+                *(self._key(c) for c in children(e)))
+
     def store(self, s: Store) -> None:
         b = self.b
         zero = ir.Constant(ir.IntType(64), 0)
         value = self.expr(s.value)
+        self.em.forget_loads(s.buffer)
         if s.buffer.dtype == "bool":  # i1 in registers, one byte in memory
             value = self.em._as_bool(b, value)
             wide = isinstance(value.type, ir.VectorType)
@@ -246,12 +262,18 @@ class VectorEmitter:
         if isinstance(e, Load):
             buf = e.buffer
             if stride_of(e.indices[0], self.var) == 1 and buf.dtype != "bool":  # type: ignore[union-attr]
+                plain = getattr(self, "mask", None) is None or buf.scope == "local"  # type: ignore[union-attr]
+                key = ((id(b.block), id(buf), self.lanes, self._key(e.indices[0]))
+                       if plain else None)
+                if key is not None and key in self.em.loaded:
+                    return self.em.loaded[key]
                 self.em.vars[id(self.var)] = ir.Constant(ir.IntType(64), 0)
                 addr = self.em._address(b, buf, e.indices[0])  # type: ignore[arg-type]
                 vty = ir.VectorType(_elem(buf.dtype), self.lanes)  # type: ignore[union-attr]
                 align = _elem_bytes(buf.dtype)  # type: ignore[union-attr]
-                if getattr(self, "mask", None) is None or buf.scope == "local":  # type: ignore[union-attr]
-                    return b.load(addr, typ=vty, align=align)
+                if key is not None:
+                    self.em.loaded[key] = loaded = b.load(addr, typ=vty, align=align)
+                    return loaded
                 fn = self._masked("load", vty, ir.FunctionType(
                     vty, [PTR, ir.IntType(32), self.mask.type, vty]))
                 return b.call(fn, [addr, ir.Constant(ir.IntType(32), align), self.mask,

@@ -20,7 +20,9 @@ On channel-blocked activations (``[N, C / b, H, W, b]``, passes/blocked_layout.p
 input transform writes ``V[e, n, p, c]`` instead, channels last: its vector loop then
 runs over a block's lanes, which are contiguous in the input too, and the product reads
 each tile's channels as one contiguous row. A ``block`` attribute writes the output
-blocked, as a direct blocked convolution does.
+blocked, as a direct blocked convolution does, and applies the output transform
+separably: ``*_wino_cols`` (tag ``winograd_columns``) multiplies each product tile by
+``A`` on the right, the output stage by ``AT`` on the left.
 
 The transforms index their constant matrices with loop variables (``table``); unrolled
 loops make those indices constants, and the code generator then emits only the
@@ -133,11 +135,27 @@ def winograd_conv2d(x: te.Tensor, u: te.Tensor, attrs: Attrs,
     def coefficient(k: Expr, index: Expr) -> Expr:
         return table(k, [table(index, list(row)) for row in w.at])
 
-    def y_element(b: Expr, oc: Expr, y: Expr, z: Expr, *lane: Expr) -> Expr:
-        p = b * (th * tw) + (y // m) * tw + z // m
-        if lane:  # blocked: output channel oc * block + lane
-            oc = oc * block + lane[0]
-        return te.sum(mm[re.var, rn.var, p, oc] * coefficient(y % m, re.var)
+    def tile_of(b: Expr, y: Expr, z: Expr) -> Expr:
+        return b * (th * tw) + (y // m) * tw + z // m
+
+    if block:
+        # Separably, columns first: T[e, p, j, o] = sum_n M[e, n, p, o] AT[j][n], then
+        # Y = sum_e AT[i][e] T[e, p, j, o]: alpha * m + m * m terms per tile and channel
+        # (F(4x4): 48) instead of m^2 * alpha^2 (576), which is also what the unrolled
+        # tiles cost to compile.
+        cols = te.compute(
+            (a, tiles, m, u.shape[3]),
+            lambda e, p, j, oc: te.sum(mm[e, rn.var, p, oc] * coefficient(j, rn.var), [rn]),
+            name=tag + "_wino_cols", tag="winograd_columns")
+
+        def y_blocked(b: Expr, ob: Expr, y: Expr, z: Expr, lane: Expr) -> Expr:
+            return te.sum(cols[re.var, tile_of(b, y, z), z % m, ob * block + lane]
+                          * coefficient(y % m, re.var), [re])
+
+        return te.compute(out_shape, y_blocked, name=tag, tag="winograd_output")
+
+    def y_element(b: Expr, oc: Expr, y: Expr, z: Expr) -> Expr:
+        return te.sum(mm[re.var, rn.var, tile_of(b, y, z), oc] * coefficient(y % m, re.var)
                       * coefficient(z % m, rn.var), [re, rn])
 
     return te.compute(out_shape, y_element, name=tag, tag="winograd_output")

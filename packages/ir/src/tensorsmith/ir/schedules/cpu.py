@@ -298,6 +298,28 @@ class CpuRules:
         if outer is not None and parallel:
             self.s.parallel(st.name, outer)
 
+    def winograd_columns(self, st: Stage) -> None:
+        """The first half of a separable Winograd output transform, ``T[e, p, j, o] =
+        sum_n M[e, n, p, o] AT[j][n]``: per tile and vector of output channels (``p,
+        o.o | e | n, j | o.i``), the table unrolled (constant coefficients), a row of
+        ``m`` vectors accumulated in registers per ``e``."""
+        e, p, j, o = (lf.name for lf in st.leaves if not lf.reduce)
+        (n,) = (lf.name for lf in st.leaves if lf.reduce)
+        lanes = self.res.lanes(element_bytes(st))
+        vec = self.choose(st, "vec", lanes, options(st.leaf(o).extent, (4, 8, 16, 32)))
+        parallel = self.choose(st, "parallel", math.prod(lf.extent for lf in st.leaves)
+                               >= PARALLEL_MIN_WORK, NO_YES)
+        oo, oi = split_or_keep(self.s, st.name, o, st.leaf(o).extent, vec)
+        self.s.reorder(st.name, *[x for x in (p, oo, e, n, j, oi) if x is not None])
+        outer = fuse_all(self.s, st.name, [x for x in (p, oo) if x is not None])
+        self.s.cache_write(st.name, e)
+        for loop in (e, n, j):
+            self.s.unroll(st.name, loop)
+        if oi is not None:
+            self.s.vectorize(st.name, oi)
+        if outer is not None and parallel:
+            self.s.parallel(st.name, outer)
+
     # -- reductions --------------------------------------------------------------------
     def reduction(self, st: Stage) -> None:
         """Softmax sums, reductions along a row: the spatial axes fused, in parallel.

@@ -5,15 +5,11 @@ Winograd trades multiplications for two transforms and ``alpha^2`` matrix produc
 (tiles x input channels) by (input channels x output channels). F(4x4, 3x3) does 4x fewer
 multiplications than the direct loop nest, F(2x2, 3x3) 2.25x, but each needs enough
 tiles to fill its products' register tiles: at 7x7 (16 tiles of 2x2, 4 of 4x4) both
-lost to the direct loop nest on ResNet's layers (AVX2, Zen 3, blocked layouts).
-
-The default is F(2x2) where it has the tiles. F(4x4) was faster still on the larger
-images (ResNet-18 whole, interleaved with ONNX Runtime on Zen 3: 0.95 of its speed
-direct, 1.16 with F(2x2), 1.28 with F(4x4) down to 28x28), but its output transform
-unrolls ``4 x 4 x 36`` table terms per tile, which cost about 1.5 s of emission and
-LLVM per kernel: UNet's compile grew from 5.5 to 15 s. Until that transform is
-emitted more compactly (separably, ``AT (M A)``), F(4x4) is the tuner's choice only:
-the default of the tuner's ``algorithm`` knob is this module's, and it tries the others.
+lost to the direct loop nest on ResNet's layers, and F(4x4) at 14x14 (16 tiles). So the
+default is the largest tile with at least :data:`MIN_TILES` tiles. Whole models on Zen 3
+(AVX2), interleaved with ONNX Runtime (its time / ours): ResNet-18 0.95 direct, 1.12
+with F(2x2) only, 1.21 with F(4x4) then F(2x2); ResNet-50 0.91, 0.97, 1.01. The choice
+is the default of the tuner's ``algorithm`` knob, which tries the others.
 """
 
 from __future__ import annotations
@@ -26,11 +22,14 @@ from ..op_registry import Attrs
 from ..ops.winograd import eligible
 
 #: Winograd transforms by default, largest output tile first.
-DEFAULT_TRANSFORMS: tuple[str, ...] = ("winograd_f2_3",)
+DEFAULT_TRANSFORMS: tuple[str, ...] = ("winograd_f4_3", "winograd_f2_3")
 #: Tiles (rows of each product) a transform needs to be the default.
 MIN_TILES = 32
-#: Input and output channels a convolution needs (the products' depth and width).
-MIN_CHANNELS = 32
+#: Input and output channels a convolution needs: the products' depth, and the width
+#: over which each tile's transforms are amortized (the input transform's work grows
+#: with the input channels, the products' with both). DenseNet's 128 -> 32 layers stay
+#: direct.
+MIN_CHANNELS = 64
 
 
 def default_conv_transform(attrs: Attrs, input_shape: Sequence[int],

@@ -20,7 +20,8 @@ from .gpu import WORKGROUP_SIZE, GpuRules
 from .knobs import Choose, default_choice
 
 #: The stage kinds named by their compute's tag: stages of fast algorithms.
-TAGGED = ("winograd_input", "winograd_input_blocked", "winograd_output")
+TAGGED = ("winograd_input", "winograd_input_blocked", "winograd_columns",
+          "winograd_output")
 
 
 def stage_kind(st: Stage, out_ids: set[int]) -> str:
@@ -51,6 +52,7 @@ RULES: dict[str, dict[str, Callable[[Any, Stage], None]]] = {
         "reduction": CpuRules.reduction,
         "winograd_input": CpuRules.winograd_input,
         "winograd_input_blocked": CpuRules.winograd_input_blocked,
+        "winograd_columns": CpuRules.winograd_columns,
         "winograd_output": CpuRules.winograd_output,
     },
     # GPU rules tell products and convolutions from other reductions by structure
@@ -65,6 +67,7 @@ RULES: dict[str, dict[str, Callable[[Any, Stage], None]]] = {
         "reduction": GpuRules.product,
         "winograd_input": GpuRules.elementwise,
         "winograd_input_blocked": GpuRules.elementwise,
+        "winograd_columns": GpuRules.product,
         "winograd_output": GpuRules.product,
     },
 }
