@@ -35,6 +35,17 @@ def _run(func, arrays):  # noqa: ANN001, ANN202
     return bufs[len(arrays)]
 
 
+def _assert_computes_the_direct_convolution(group, func) -> None:  # noqa: ANN001
+    """``func`` (a Winograd kernel of ``group``) against the group's direct default
+    kernel, in the interpreter, on random inputs."""
+    rng = np.random.default_rng(1)
+    arrays = [rng.standard_normal(v.shape).astype("float32") if not v.is_constant else v.data
+              for v in group.inputs]
+    want = _run(lower_group(group, "r", schedule_cpu), arrays)
+    np.testing.assert_allclose(_run(func, arrays), want, rtol=1e-4,
+                               atol=1e-4 * np.abs(want).max())
+
+
 @pytest.mark.parametrize("transform", ["winograd_f2_3", "winograd_f4_3"])
 @pytest.mark.parametrize("size,pads,batch", [
     ((5, 6), [1, 1, 1, 1], 1), ((7, 7), [0, 0, 0, 0], 1), ((4, 9), [1, 0, 2, 1], 2)])
@@ -51,12 +62,7 @@ def test_unscheduled_winograd_equals_direct(transform: str, size, pads, batch) -
     func = lower_group(group, "k", schedule_cpu, list(s.steps))
     assert func.attrs["layouts"] == {1: {"order": [0, 1, 2, 3], "block": None,
                                          "transform": transform}}
-    rng = np.random.default_rng(1)
-    arrays = [rng.standard_normal(v.shape).astype("float32") if not v.is_constant else v.data
-              for v in group.inputs]
-    want = _run(lower_group(group, "r", schedule_cpu), arrays)
-    np.testing.assert_allclose(_run(func, arrays), want, rtol=1e-4,
-                               atol=1e-4 * np.abs(want).max())
+    _assert_computes_the_direct_convolution(group, func)
 
 
 def test_eligible_convolutions() -> None:
@@ -96,12 +102,7 @@ def test_blocked_winograd_with_the_default_rules_equals_direct(transform: str, s
             for st in Schedule(group_compute(group, {weight: transform})[1]).stages}
     assert {"winograd_input_blocked", "winograd_gemm", "winograd_columns",
             "winograd_output"} <= tags
-    rng = np.random.default_rng(1)
-    arrays = [rng.standard_normal(v.shape).astype("float32") if not v.is_constant else v.data
-              for v in group.inputs]
-    want = _run(lower_group(group, "r", schedule_cpu), arrays)
-    np.testing.assert_allclose(_run(func, arrays), want, rtol=1e-4,
-                               atol=1e-4 * np.abs(want).max())
+    _assert_computes_the_direct_convolution(group, func)
 
 
 def test_default_transform_by_tiles_and_channels() -> None:
