@@ -521,3 +521,26 @@ def test_few_rows_or_a_small_input_are_read_in_place() -> None:
     tiny = dataclasses.replace(AVX2, l2_bytes=1024)
     assert len(check("matmul", [(32, 30), (30, 40)], {}, tiny).params) == 3
     assert len(check("matmul", [(64, 30), (30, 40)], {}, AVX2).params) == 3
+
+
+@pytest.mark.parametrize(("stride", "size", "outer"), [
+    (2, 56, True),    # ResNet-50's downsampling: 3.2 MB of input, every other pixel read
+    (1, 56, False),   # stride 1: passes over input channels instead
+    (2, 14, False)])  # an input that fits the L2
+def test_strided_pointwise_conv_walks_pixels_outermost(stride: int, size: int,
+                                                       outer: bool) -> None:
+    """A strided 1x1 convolution over blocked activations whose input outgrows the L2
+    puts its pixel tiles above its blocks of output channels by default."""
+    x = te.placeholder((1, 32, size, size, 8), "float32", "in0")
+    w = te.placeholder((512, 256, 1, 1), "float32", "in1")
+    attrs = {"pads": [0, 0, 0, 0], "strides": [stride, stride], "block": 8}
+    out = get_op("conv2d").infer([TensorType(x.shape, "float32"), TensorType(w.shape, "float32")],
+                                 attrs)
+    (y,) = get_op("conv2d").compute([x, w], attrs, out, "t0")  # type: ignore[misc]
+    sched = schedule_cpu([y], resources=AVX2, constants=frozenset({"in1"}))
+    func = te.lower(sched, [x, w], [y])
+    parallel = next(s for s in walk_stmts(func.body) if isinstance(s, For) and
+                    s.kind == "parallel")
+    names = parallel.var.name.split(".")
+    pixels_first = names.index("t0_i2") < names.index("t0_i1")
+    assert pixels_first == outer

@@ -56,6 +56,7 @@ from .cpu_shapes import (
 from .cpu_sizes import (
     blocked_tile,
     depthwise_tile,
+    pixels_outer,
     pointwise_kblock,
     reads_padding_in_place,
     register_tile,
@@ -524,7 +525,8 @@ class CpuRules:
         x.i, lanes``): its padding is read in place, and the tiles inside the image run
         without the padding's selects (te/inside.py). A 1x1 convolution whose input
         outgrows the L2 cache runs in passes over blocks of input channels
-        (:func:`pointwise_kblock`)."""
+        (:func:`pointwise_kblock`), or, strided, with its pixel tiles outermost
+        (:func:`pixels_outer`)."""
         op = st.tensor.op
         assert op is not None
         lanes = op.axes[4].extent
@@ -534,7 +536,8 @@ class CpuRules:
                        if t.op is None and t.ndim == 4 and t.name in self.constants), None)
         shape = self.tile_shape(st, 3, weight=weight)
         vec = self.vec_knob(st, lanes, lanes)
-        self.tile(st, shape, vec=vec, rows=rows, outer_order="natural", vec_axis="block",
+        order = "rows_first" if dense and pixels_outer(self.res, st) else "natural"
+        self.tile(st, shape, vec=vec, rows=rows, outer_order=order, vec_axis="block",
                   flatten=dense, cblocks=max(1, cblocks),
                   kblock=pointwise_kblock(self.res, st, cblocks) if dense else None)
 

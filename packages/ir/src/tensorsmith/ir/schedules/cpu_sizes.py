@@ -159,6 +159,31 @@ def pointwise_kblock(resources: CpuResources, st: Stage, cblocks: int) -> int:
     return block
 
 
+def pixels_outer(resources: CpuResources, st: Stage) -> bool:
+    """Whether a 1x1 convolution over channel-blocked activations walks its pixel tiles
+    above its groups of output blocks (``outer_order="rows_first"``) by default.
+
+    A strided one (ResNet's downsampling) reads only part of each cache line of its
+    input (at stride 2, every other pixel's block), and every group of output blocks
+    reads all of it: an input over the L2 cache then streams from L3 once per group.
+    Pixels outer, each tile's input is read once and the weights come from cache. On
+    Zen 3 (AVX2, 512 KiB L2), ResNet-50's downsampling layers ran 1.23x faster (256 ->
+    512 from 56x56), 1.37x (512 -> 1024 from 28x28) and 1.04x (1024 -> 2048 from 14x14).
+    Stride-1 ones keep their input in L2 in passes instead (:func:`pointwise_kblock`;
+    pixels outer lost up to 27% there), and strided 3x3 windows gained nothing."""
+    op = st.tensor.op
+    assert op is not None
+    if len(op.reduce_axes) != 4 or any(op.reduce_axes[i].extent != 1 for i in (1, 3)):
+        return False
+    data = input_tensors(st.tensor)[0]
+    if data.ndim != 5:
+        return False
+    reads = axis_reads(st, data, 2)
+    if reads is None or reads[0] < 2:
+        return False
+    return math.prod(data.shape) * element_bytes(st) > resources.l2_bytes
+
+
 def interior_share(pad: Stage, reader: Stage, tile: tuple[int, int]) -> float:
     """The share of ``reader``'s register tiles (``tile`` = columns, rows) that read no
     padding of ``pad``: those run without selects when the padding is read in place."""
