@@ -28,7 +28,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensorsmith.ir.lowering import transformed_start
+from tensorsmith.ir.lowering import constant_conv_weights, transformed_start
 from tensorsmith.ir.schedules import Knob, KnobConflict, default_schedule, rule_knobs
 from tensorsmith.ir.target import Target
 from tensorsmith.ir.te.schedule import Schedule, Stage, Step
@@ -225,18 +225,12 @@ def fast_convolutions(task: Task) -> dict[str, dict[int, str]]:
     constant: the inputs it transforms."""
     from tensorsmith.ir.ops.winograd import eligible
 
-    group = task.group
-    index = {v.uid: i for i, v in enumerate(group.inputs)}
     out: dict[str, dict[int, str]] = {}
     for transform in FAST_CONVOLUTIONS:
         found = {}
-        for node in group.nodes:
-            if (node.op != "conv2d" or node.inputs[1].uid not in index
-                    or node.inputs[0].dtype != "float32"):  # the tables are float32
-                continue
-            i = index[node.inputs[1].uid]
-            if i in task.constant_inputs and eligible(node.attrs, node.inputs[1].shape,
-                                                      transform):
+        for node, i in constant_conv_weights(task.group, task.constant_inputs):
+            if (node.inputs[0].dtype == "float32"  # the tables are float32
+                    and eligible(node.attrs, node.inputs[1].shape, transform)):
                 found[i] = transform
         if found:
             out[transform] = found

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 
 from tensorsmith.runtime.winograd import transformed_shape
 
 from . import te
 from .errors import ModelError
-from .graph import Value
+from .graph import Node, Value
 from .op_registry import TensorType, get_op
 from .passes.fuse import FusedGroup
 from .te.schedule import input_tensors
@@ -97,20 +97,26 @@ def default_transforms(group: FusedGroup, family: str, constant_inputs: Sequence
         return {}
     from .schedules.cpu_algorithms import default_conv_transform
 
-    index = {v.uid: i for i, v in enumerate(group.inputs)}
     out: dict[int, str] = {}
-    for node in group.nodes:
-        if node.op != "conv2d" or len(node.inputs) != 2:
-            continue
+    for node, i in constant_conv_weights(group, constant_inputs):
         x, w = node.inputs
-        i = index.get(w.uid)
-        if i is None or i not in constant_inputs:
-            continue
         transform = default_conv_transform(node.attrs, x.shape, w.shape,
                                            node.outputs[0].shape, x.dtype)
         if transform is not None:
             out[i] = transform
     return out
+
+
+def constant_conv_weights(group: FusedGroup, constant_inputs: Collection[int]
+                          ) -> Iterator[tuple[Node, int]]:
+    """The group's convolutions whose weight is one of ``constant_inputs`` (the ones a
+    fast algorithm may store transformed), each with that input's index."""
+    index = {v.uid: i for i, v in enumerate(group.inputs)}
+    for node in group.nodes:
+        if node.op == "conv2d" and len(node.inputs) == 2:
+            i = index.get(node.inputs[1].uid)
+            if i is not None and i in constant_inputs:
+                yield node, i
 
 
 def transformed_start(inputs: list[Tensor], outputs: list[Tensor],
@@ -136,9 +142,8 @@ def lower_group(group: FusedGroup, name: str, schedule: ScheduleFn,
     whose value is constant in the graph); the schedule may store those transposed.
     ``transforms`` are the default's weight transforms (``default_transforms``); tuned
     steps name their own."""
-    if steps is not None:
-        transforms = weight_transforms(steps)
-    inputs, outputs = group_compute(group, transforms)
+    inputs, outputs = group_compute(
+        group, weight_transforms(steps) if steps is not None else transforms)
     if steps is not None:
         sched = te.replay(outputs, steps)
     else:

@@ -71,7 +71,7 @@ from .cpu_tile import (
     check_tile,
     split_or_keep,
 )
-from .epilogue import epilogue_consumer, stage_readers
+from .epilogue import epilogue_consumer, fuse_epilogue_chain, stage_readers
 from .knobs import Choose, conflict_unless
 
 PARALLEL_MIN_WORK = 1 << 15
@@ -269,7 +269,7 @@ class CpuRules:
         vectorize = self.choose(st, "vectorize", True, YES_NO)
         parallel = self.choose(st, "parallel", work >= PARALLEL_MIN_WORK, NO_YES)
         e, n, c, p = (lf.name for lf in st.leaves)
-        rows, cols = split_or_keep(self.s, st.name, p, st.leaf(p).extent, _tile_columns(st))
+        rows, cols = split_or_keep(self.s, st.name, p, st.leaf(p).extent, _modulus(st, -1))
         self.s.reorder(st.name, *[x for x in (c, rows, e, n, cols) if x is not None])
         self.s.unroll(st.name, e)
         self.s.unroll(st.name, n)
@@ -570,7 +570,7 @@ class CpuRules:
         written back with the elementwise epilogue."""
         op = st.tensor.op
         assert op is not None
-        m = _table_period(st, 3)
+        m = _modulus(st, 3)
         n, ob, y, z, lanes = (lf.name for lf in st.leaves if not lf.reduce)
         reduce = [lf.name for lf in st.leaves if lf.reduce]
         parallel = self.choose(st, "parallel", math.prod(a.extent for a in op.axes)
@@ -585,12 +585,7 @@ class CpuRules:
         self.s.vectorize(st.name, lanes)
         if outer is not None and parallel:
             self.s.parallel(st.name, outer)
-        consumer = epilogue_consumer(st, self.out_ids, self.readers)
-        if consumer is not None:
-            try:
-                self.s.fuse_epilogue(st.name, consumer)
-            except ValueError:  # the consumer reads the stage at other indices
-                self.s.steps.pop()
+        fuse_epilogue_chain(self.s, st, self.out_ids, self.readers)
 
     def channel_block(self, st: Stage) -> int:
         """Output channels per vector block of :meth:`channel_tile`: the widest
@@ -764,9 +759,10 @@ def _reads(st: Stage, s: Schedule) -> set[int]:
     return seen
 
 
-def _table_period(stage: Stage, axis: int) -> int:
-    """The output tile size ``m`` of a Winograd output transform: the modulus its body
-    applies to output axis ``axis`` to index its coefficient table."""
+def _modulus(stage: Stage, axis: int) -> int:
+    """The constant a Winograd stage's body takes output axis ``axis`` modulo: an output
+    transform's tile size ``m`` (its coefficient table's index), an input transform's
+    tiles per row (a tile's column); the axis's extent where it takes none."""
     op = stage.tensor.op
     assert op is not None
     var = op.axes[axis].var
@@ -774,20 +770,7 @@ def _table_period(stage: Stage, axis: int) -> int:
         if (isinstance(e, Binary) and e.op == "floormod" and e.a is var
                 and isinstance(e.b, Const)):
             return int(e.b.value)
-    raise ValueError(f"{stage.name} indexes no table by axis {axis}")
-
-
-def _tile_columns(stage: Stage) -> int:
-    """Tiles per row of a Winograd input transform: the modulus its body applies to the
-    tile index (the last axis) to find a tile's column."""
-    op = stage.tensor.op
-    assert op is not None
-    p = op.axes[-1].var
-    for e in walk(op.body):
-        if (isinstance(e, Binary) and e.op == "floormod" and e.a is p
-                and isinstance(e.b, Const)):
-            return int(e.b.value)
-    return op.axes[-1].extent
+    return op.axes[axis].extent
 
 
 __all__ = ["CpuRules"]
