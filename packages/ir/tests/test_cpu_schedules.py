@@ -328,9 +328,29 @@ def test_long_reduction_runs_in_blocks_with_partial_sums() -> None:
     # sums of 1024 products of unit normals (magnitude ~30) in float32: rounding ~1e-5
     func = check("matmul", [(5, 1024), (1024, 24)], {}, tiny, frozenset({"in1"}), atol=1e-4)
     steps = func.attrs.get("steps") or []
-    outer = next(s for s in walk_stmts(func.body) if isinstance(s, For))
+    outer = next(s for s in walk_stmts(func.body) if isinstance(s, For)
+                 and not s.var.name.startswith("in0_packed"))  # after A's row panels
     assert outer.var.name == "k.o" and outer.extent == 4  # 4 blocks of 256, outermost
     assert not steps or all(s[0] != "fuse_epilogue" for s in steps)
+
+
+@pytest.mark.parametrize("constants", [frozenset({"in1"}), frozenset({"in0", "in1"})])
+def test_blocked_product_reads_its_left_side_as_row_panels(constants: frozenset[str]) -> None:
+    """A product blocked for the (here tiny) caches reads ``A[i, k]`` as row panels
+    ``[i / rows, k, rows]``: copied by the kernel when ``A`` is an input, stored so by
+    ``build`` when it is a constant; 23 rows leave a partial last panel, and the result
+    is still exact."""
+    tiny = CpuResources("tiny-l2", vector_bits=256, vector_registers=16, l2_bytes=8192)
+    func = check("matmul", [(23, 1024), (1024, 24)], {}, tiny, constants, atol=1e-4)
+    rows = next(s.extent for s in walk_stmts(func.body) if isinstance(s, For)
+                and s.var.name == "t0_i0.i")
+    assert 23 % rows
+    shapes = {p.name: p.shape for p in func.params}
+    if "in0" in constants:
+        assert func.attrs["layouts"][0] == {"order": [0, 2, 1], "block": [0, rows]}
+        assert shapes["in0"] == (-(-23 // rows), 1024, rows)
+    else:
+        assert shapes["in0_packed"] == (-(-23 // rows), 1024, rows)
 
 
 def test_blocks_of_k_inside_a_block_of_tiles() -> None:
@@ -351,7 +371,8 @@ def test_blocks_of_k_inside_a_block_of_tiles() -> None:
     parallel = next(i for i, s in enumerate(loops) if s.kind == "parallel")
     assert loops[parallel + 1].var.name == "k.o"  # right inside the parallel loop
     arrays = [rng.standard_normal(x.shape).astype("float32") for x in (a, b)]
-    bufs = [*func.stored_inputs(arrays), np.zeros((20, 40), "float32")]
+    bufs = [*func.stored_inputs(arrays)] + [np.zeros(b.shape, b.dtype)
+                                            for b in func.params[2:]]  # C, A's row panels
     run_func(func, bufs)
     np.testing.assert_allclose(bufs[2], arrays[0] @ arrays[1], rtol=1e-5, atol=1e-4)
 

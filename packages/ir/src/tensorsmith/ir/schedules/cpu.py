@@ -49,6 +49,7 @@ from .cpu_shapes import (
     elementwise_rows,
     fuse_all,
     group_outputs,
+    left_hand_side,
     packable_input,
     packable_weight,
     pointwise_conv,
@@ -381,7 +382,9 @@ class CpuRules:
         cols = op.axes[-1].extent
         vec, rows = register_tile(self.res, cols, row_extent, element_bytes(st))
         weight = packable_weight(st, self.constants)
-        shape = self.tile_shape(st, row, panel=weight or packable_input(st, self.constants))
+        lhs = left_hand_side(st)
+        shape = self.tile_shape(st, row, panel=weight or packable_input(st, self.constants),
+                                row_panel=lhs.name if lhs is not None else None)
         vec = self.vec_knob(st, vec, cols)
         # B[k, j] stored as panels [j / vec, k, vec] (the last one zero-padded): the k loop
         # then walks one contiguous run instead of a row of B (up to a page apart) per
@@ -395,8 +398,11 @@ class CpuRules:
         pack = shape.panel is not None and self.choose(st, "pack", worth, NO_YES)
         kblock, panels = self.blocking(st, vec)
         order = "cols_first" if kblock else self.matmul_order(st)
+        # A as row panels where it is re-read, from beyond the L2, once per group of
+        # panels of B: a product blocked for the caches (4096^3 with B an input on Zen 3,
+        # 94 -> 127 GFLOP/s; one pass over A costs about 1% of such a product)
         self.tile(st, shape, vec=vec, rows=rows, outer_order=order, tile_cols=panels,
-                  kblock=kblock, pack=pack)
+                  kblock=kblock, pack=pack, pack_rows=kblock > 0)
 
     def blocking(self, st: Stage, vec: int) -> tuple[int, int]:
         """``(kblock, panels)`` for a product too large for the caches, else ``(0, 1)``.
@@ -647,7 +653,7 @@ class CpuRules:
 
     # -- the register tile ---------------------------------------------------------------
     def tile_shape(self, st: Stage, row_axis: int | None, weight: str | None = None,
-                   panel: str | None = None) -> TileShape:
+                   panel: str | None = None, row_panel: str | None = None) -> TileShape:
         """The loops ``st`` offers a register tile, rows over axis ``row_axis``."""
         op = st.tensor.op
         assert op is not None
@@ -655,15 +661,16 @@ class CpuRules:
         spatial = tuple(a.var.name for a in op.axes)
         reduce = tuple(a.var.name for a in op.reduce_axes)
         row = spatial[row_axis] if row_axis is not None else None
-        operand = next((t for t in input_tensors(st.tensor) if t.name == panel), None)
+        rank = {t.name: t.ndim for t in input_tensors(st.tensor)}
         return TileShape(
             st.name, spatial, reduce, extent,
             row if row is not None and extent[row] > 1 else None,
             max(reduce, key=lambda n: extent[n]),
             tuple(itertools.permutations(reduce))[:6],
             epilogue_consumer(st, self.out_ids, self.readers), weight, panel,
-            operand.ndim if operand is not None else 2,
-            panel is not None and panel not in self.constants)
+            rank.get(panel or "", 2), panel is not None and panel not in self.constants,
+            row_panel, rank.get(row_panel or "", 2),
+            row_panel is not None and row_panel not in self.constants)
 
     def vec_knob(self, st: Stage, vec: int, cols: int) -> int:
         """The register tile's lanes per row (``vec``), asked once: a rule may size other
@@ -672,7 +679,8 @@ class CpuRules:
 
     def tile(self, st: Stage, shape: TileShape, *, vec: int, rows: int, outer_order: str,
              tile_cols: int = 1, kblock: int | None = None, flatten: bool = False,
-             pack: bool = False, vec_axis: str = "cols", cvec: int = 0, crows: int = 0,
+             pack: bool = False, pack_rows: bool = False, vec_axis: str = "cols",
+             cvec: int = 0, crows: int = 0,
              unroll_reduce: bool = False, cblocks: int = 1) -> None:
         """Ask every other knob of a register tile (``vec`` is :meth:`vec_knob`'s
         answer), with the rule's choices as defaults, and build it (cpu_tile.py).
@@ -714,6 +722,8 @@ class CpuRules:
             knobs["kblock"] = ask(st, "kblock", kblock, options(depth - 1, sizes))
             if knobs["kblock"]:
                 knobs["kblock_pos"] = ask(st, "kblock_pos", "outer", ("outer", "tile"))
+        if shape.row_panel is not None and shape.row is not None and not flatten:
+            knobs["pack_rows"] = ask(st, "pack_rows", pack_rows, NO_YES)
         if unroll_reduce:
             knobs["unroll_reduce"] = ask(st, "unroll_reduce", True, YES_NO)
         if block:

@@ -67,16 +67,32 @@ def right_hand_side(st: Stage) -> Tensor | None:
     """The input placeholder ``B[.., k, j]`` a matrix product reads (``j`` the output's
     last axis, ``k`` a reduce axis, the leading indices free of the reduction): what may
     be stored, or copied, as panels."""
+    return _operand(st, row_of_output=False)
+
+
+def left_hand_side(st: Stage) -> Tensor | None:
+    """The input placeholder ``A[.., i, k]`` a matrix product reads (``i`` the output's
+    row axis, ``k`` a reduce axis): what may be stored, or copied, as row panels."""
+    return _operand(st, row_of_output=True)
+
+
+def _operand(st: Stage, row_of_output: bool) -> Tensor | None:
+    """A product's placeholder operand indexed ``[.., k, j]`` (or ``[.., i, k]``) by the
+    output's last (row) axis and one reduce axis, its leading indices free of the
+    reduction."""
     op = st.tensor.op
     assert op is not None
     if not op.reduce_axes or len(op.axes) < 2:
         return None
-    j = op.axes[-1].var
+    own = op.axes[-2 if row_of_output else -1].var
     reduce_vars = {id(a.var) for a in op.reduce_axes}
     for load in collect_loads(op.body):
         t = load.buffer
-        if (isinstance(t, Tensor) and t.op is None and t.ndim >= 2 and load.indices[-1] is j
-                and isinstance(load.indices[-2], Var) and id(load.indices[-2]) in reduce_vars
+        if not (isinstance(t, Tensor) and t.op is None and t.ndim >= 2):
+            continue
+        k, free = (load.indices[-1], load.indices[-2]) if row_of_output else \
+            (load.indices[-2], load.indices[-1])
+        if (free is own and isinstance(k, Var) and id(k) in reduce_vars
                 and not any(id(v) in reduce_vars for i in load.indices[:-2]
                             for v in free_vars(i))):
             return t
@@ -101,6 +117,12 @@ def packable_input(st: Stage, constants: frozenset[str]) -> str | None:
 def panel_layout(ndim: int, vec: int) -> tuple[tuple[int, ...], tuple[int, int]]:
     """``(order, block)`` storing ``B[.., k, j]`` as panels ``[.., j / vec, k, vec]``."""
     return (*range(ndim - 2), ndim - 1, ndim - 2, ndim), (ndim - 1, vec)
+
+
+def row_panel_layout(ndim: int, rows: int) -> tuple[tuple[int, ...], tuple[int, int]]:
+    """``(order, block)`` storing ``A[.., i, k]`` as row panels ``[.., i / rows, k, rows]``:
+    a register tile's ``rows`` values of one step of the reduction side by side."""
+    return (*range(ndim - 2), ndim - 2, ndim, ndim - 1), (ndim - 2, rows)
 
 
 def inlined_body(st: Stage, s: Schedule) -> Expr:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ..te.lower import VECTOR_LANES_MAX
 from ..te.schedule import Schedule
-from .cpu_shapes import fuse_all, panel_layout
+from .cpu_shapes import fuse_all, panel_layout, row_panel_layout
 from .knobs import conflict_unless
 
 #: Register tile elements at most: beyond this the tile spills to the stack.
@@ -50,6 +50,9 @@ class TileShape:
     panel: str | None = None  # a product's B, stored as panels when packed
     panel_rank: int = 2  # its axes
     panel_at_run_time: bool = False  # an input, not a constant: the kernel packs it
+    row_panel: str | None = None  # a product's A, stored as row panels when packed
+    row_panel_rank: int = 2
+    row_panel_at_run_time: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class Tile:
     cvec: int = 0
     crows: int = 0
     pack: bool = False
+    pack_rows: bool = False  # A[i, k] as row panels [i / rows, k, rows]
     cblocks: int = 1  # "block": blocks of output channels per tile
 
 
@@ -106,6 +110,9 @@ def check_tile(shape: TileShape, t: Tile) -> None:
                     "a k loop above a cached tile would overwrite partial sums")
     conflict_unless(not t.kblock or (t.cache and not t.ksplit),
                     "blocks of k keep their partial sums in a cached tile")
+    conflict_unless(not t.pack_rows or (shape.row_panel is not None and shape.row is not None
+                                        and t.vec_axis == "cols" and not t.flatten),
+                    "row panels need a product's rows")
     conflict_unless(not t.kblock or t.kblock_pos == "outer" or t.tile_rows > 1
                     or t.tile_cols > 1, "blocks of k inside the tile need a block of tiles")
     unrolled = (rows if t.unroll_rows else 1) * (t.ksplit if t.unroll_k and t.ksplit else 1)
@@ -164,6 +171,16 @@ def build_tile(s: Schedule, shape: TileShape, t: Tile) -> bool:
             s.pack(st, shape.panel, order, block)
         else:
             s.layout(st, shape.panel, order, block)
+    if t.pack_rows and shape.row_panel is not None:
+        # A[i, k] stored as row panels [i / rows, k, rows]: the tile's rows of one step
+        # of k are then adjacent, where a row of A is K elements from the next (at K a
+        # multiple of 1024 every row of the tile falls in the same L1 set, and the panels
+        # of B streaming through evict them).
+        order, block = row_panel_layout(shape.row_panel_rank, rows)
+        if shape.row_panel_at_run_time:
+            s.pack(st, shape.row_panel, order, block)
+        else:
+            s.layout(st, shape.row_panel, order, block)
     io = ii = None
     if row_axis is not None:
         io, ii = s.split(st, row_axis, rows)
