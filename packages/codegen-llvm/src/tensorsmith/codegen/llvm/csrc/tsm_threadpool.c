@@ -8,10 +8,14 @@
  * ~150 us on virtual machines) and then sleep on a condition variable, so an idle process
  * burns no CPU.
  *
- * A loop splits [0, n) into one contiguous chunk per thread. The caller runs the first
- * and posts the others into the workers' slots. Whoever claims a posted chunk first runs
- * it: its worker, or the caller once its own chunk is done. So a worker the OS has not
- * scheduled yet (a busy machine) delays nothing; its chunk simply runs on the caller.
+ * A loop splits [0, n) into TSM_CHUNKS_PER_THREAD contiguous chunks per thread, and
+ * gives each thread a contiguous run of them (its share of the rows or panels stays in
+ * its own cache, as with one chunk per thread). A thread takes its chunks front to back;
+ * one that runs out takes the others' from the back. So a thread the OS delays -- a
+ * worker not woken yet, a virtual core the host took away for a few milliseconds, which
+ * on shared 2-core hosts happened in about a third of the runs -- holds up at most one
+ * chunk: the others run on whoever is there, where one chunk per thread made the whole
+ * loop wait for the late thread's half.
  *
  * A worker handed a chunk on the caller's core moves to another one. Linux tends to
  * wake a thread on the core of the thread that woke it; the two then share that core
@@ -49,27 +53,40 @@
 
 typedef void (*tsm_body_fn)(void *closure, int64_t begin, int64_t end);
 
-/* One worker thread and the chunk posted to it. The caller writes body..end, then
- * claimed = 0 (release), then bumps ticket (release); whoever turns claimed from 0 to 1
- * (acquire) runs the chunk, reading the fields only after that. The caller rewrites them
- * only once every chunk of its loop has finished, so they never change under a reader. */
+/* Chunks per thread: enough that a late thread holds up little of a loop, few enough
+ * that each thread's share stays one contiguous run in the common case. */
+#define TSM_CHUNKS_PER_THREAD 4
+
+/* One worker thread. Its ticket is bumped for every loop it is asked to join. */
 typedef struct {
   pthread_t thread;
-  atomic_uint ticket; /* bumped for every chunk posted to this worker */
-  atomic_int claimed; /* 0: the posted chunk waits for a thread; 1: taken */
-  unsigned seen;      /* the last ticket this worker looked at; its own */
+  atomic_uint ticket;
+  unsigned seen; /* the last ticket this worker looked at; its own */
+  int slot;      /* its run of chunks: slot 0 is the caller's */
+} tsm_worker;
+
+/* The loop being run. The caller writes body..chunks and finished, then each thread's run
+ * of chunks into runs[] (release). A thread reads body..chunks only after it claimed a
+ * chunk from runs[] (acquire), and the caller rewrites them only once every chunk has
+ * finished, so a claimed chunk always runs with its own loop's fields (a late thread
+ * whose claim lands in the next loop just helps with that one). A run is one word, the
+ * next chunk to take from the front in the low half and the end in the high half, so
+ * both ends move with one compare-and-swap. */
+static struct {
   tsm_body_fn body;
   void *closure;
-  int64_t begin;
-  int64_t end;
-} tsm_worker;
+  int64_t n;
+  int64_t chunks;
+  atomic_int finished;
+  atomic_ullong runs[TSM_MAX_THREADS]; /* one per thread of the loop */
+  atomic_int num_runs;
+} loop;
 
 static struct {
   pthread_mutex_t lock;   /* guards sleeping and waking, and the workers array */
   pthread_cond_t wake;    /* idle workers sleep here */
-  pthread_cond_t done;    /* the caller sleeps here until remaining is 0 */
+  pthread_cond_t done;    /* the caller sleeps here until every chunk has finished */
   atomic_int busy;        /* 1 while a parallel loop owns the pool */
-  atomic_int remaining;   /* posted chunks not finished yet */
   atomic_int shutdown;    /* set by the destructor: workers exit, loops run inline */
   atomic_int caller_cpu;  /* the core the current loop's caller ran on when it posted */
   tsm_worker **workers;
@@ -193,23 +210,57 @@ static int new_ticket_or_shutdown(const void *worker) {
 
 static int all_chunks_finished(const void *unused) {
   (void)unused;
-  return atomic_load_explicit(&pool.remaining, memory_order_acquire) == 0;
+  return atomic_load_explicit(&loop.finished, memory_order_acquire) == loop.chunks;
 }
 
 /* ---- workers ----------------------------------------------------------------------- */
 
-/* Runs the chunk posted to w if no other thread has claimed it. */
-static void run_if_unclaimed(tsm_worker *w) {
-  int expected = 0;
-  if (!atomic_compare_exchange_strong_explicit(&w->claimed, &expected, 1, memory_order_acquire,
-                                               memory_order_relaxed)) {
-    return;
+/* Chunk i of k over [0, n): sizes differ by at most one, and no product can overflow. */
+static int64_t chunk_start(int64_t n, int64_t k, int64_t i) {
+  int64_t base = n / k, extra = n % k;
+  return i * base + (i < extra ? i : extra);
+}
+
+static unsigned long long run_word(uint32_t front, uint32_t end) {
+  return (unsigned long long)front | ((unsigned long long)end << 32);
+}
+
+/* A chunk taken from run r, from its front (its owner) or its back (any other thread);
+ * -1 when the run is empty. */
+static int64_t take(int r, int from_back) {
+  atomic_ullong *run = &loop.runs[r];  /* (r < TSM_MAX_THREADS: one per thread) */
+  unsigned long long word = atomic_load_explicit(run, memory_order_acquire);
+  for (;;) {
+    uint32_t front = (uint32_t)word, end = (uint32_t)(word >> 32);
+    if (front >= end) return -1;
+    unsigned long long next = from_back ? run_word(front, end - 1) : run_word(front + 1, end);
+    if (atomic_compare_exchange_weak_explicit(run, &word, next, memory_order_acq_rel,
+                                              memory_order_acquire)) {
+      return from_back ? (int64_t)end - 1 : (int64_t)front;
+    }
   }
-  w->body(w->closure, w->begin, w->end);
-  if (atomic_fetch_sub_explicit(&pool.remaining, 1, memory_order_acq_rel) == 1) {
+}
+
+/* Runs chunk c of the current loop and counts it finished. */
+static void run_chunk(int64_t c) {
+  int64_t n = loop.n, chunks = loop.chunks;
+  loop.body(loop.closure, chunk_start(n, chunks, c), chunk_start(n, chunks, c + 1));
+  if (atomic_fetch_add_explicit(&loop.finished, 1, memory_order_acq_rel) + 1 == chunks) {
     pthread_mutex_lock(&pool.lock);
     pthread_cond_signal(&pool.done);
     pthread_mutex_unlock(&pool.lock);
+  }
+}
+
+/* Runs thread `own`'s chunks, then whatever the other threads have not started. */
+static void run_chunks(int own) {
+  int64_t c;
+  while ((c = take(own, 0)) >= 0) run_chunk(c);
+  int runs = atomic_load_explicit(&loop.num_runs, memory_order_relaxed);
+  for (int i = 1; i <= runs; ++i) {
+    int r = (own + i) % runs;
+    if (r == own) continue;
+    while ((c = take(r, 1)) >= 0) run_chunk(c);
   }
 }
 
@@ -248,7 +299,7 @@ static void *worker_main(void *arg) {
   while (wait_for_ticket(w)) {
     w->seen = atomic_load_explicit(&w->ticket, memory_order_acquire);
     leave_cpu(atomic_load_explicit(&pool.caller_cpu, memory_order_relaxed));
-    run_if_unclaimed(w);
+    run_chunks(w->slot);
   }
   return NULL;
 }
@@ -264,7 +315,7 @@ static void atfork_child(void) {
   pool.workers = NULL;
   pool.num_workers = 0;
   pool.capacity = 0;
-  atomic_store(&pool.remaining, 0);
+  atomic_store(&loop.num_runs, 0);
   atomic_store(&pool.busy, 0);
 }
 
@@ -291,7 +342,7 @@ static int ensure_workers(int wanted) {
     tsm_worker *w = calloc(1, sizeof(*w));
     if (w == NULL) break;
     atomic_init(&w->ticket, 0);
-    atomic_init(&w->claimed, 1);
+    w->slot = pool.num_workers + 1;
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
       free(w);
       break;
@@ -326,11 +377,6 @@ __attribute__((destructor)) static void tsm_pool_shutdown(void) {
 
 /* ---- the parallel loop ------------------------------------------------------------- */
 
-/* Chunk i of k over [0, n): sizes differ by at most one, and no product can overflow. */
-static int64_t chunk_start(int64_t n, int64_t k, int64_t i) {
-  int64_t base = n / k, extra = n % k;
-  return i * base + (i < extra ? i : extra);
-}
 
 void tsm_parallel_for(void (*body)(void *closure, int64_t begin, int64_t end), void *closure,
                       int64_t n) {
@@ -344,32 +390,41 @@ void tsm_parallel_for(void (*body)(void *closure, int64_t begin, int64_t end), v
     return;
   }
 
-  int64_t chunks = n < threads ? n : threads;
-  int workers = ensure_workers((int)chunks - 1);
-  if (chunks > workers + 1) chunks = workers + 1;
+  int participants = n < threads ? (int)n : threads;
+  int workers = ensure_workers(participants - 1);
+  if (participants > workers + 1) participants = workers + 1;
+  int64_t per_thread = n / participants < TSM_CHUNKS_PER_THREAD ? n / participants
+                                                                  : TSM_CHUNKS_PER_THREAD;
+  int64_t chunks = participants * per_thread;
 
-  atomic_store_explicit(&pool.remaining, (int)chunks - 1, memory_order_relaxed);
+  loop.body = body;
+  loop.closure = closure;
+  loop.n = n;
+  loop.chunks = chunks;
+  atomic_store_explicit(&loop.finished, 0, memory_order_relaxed);
+  int stale = atomic_load_explicit(&loop.num_runs, memory_order_relaxed);
+  atomic_store_explicit(&loop.num_runs, participants, memory_order_relaxed);
+  for (int r = 0; r < participants; ++r) {
+    atomic_store_explicit(&loop.runs[r],
+                          run_word((uint32_t)(r * per_thread), (uint32_t)((r + 1) * per_thread)),
+                          memory_order_release);
+  }
+  for (int r = participants; r < stale; ++r) {
+    atomic_store_explicit(&loop.runs[r], 0, memory_order_release);
+  }
 #if defined(__linux__)
   atomic_store_explicit(&pool.caller_cpu, sched_getcpu(), memory_order_relaxed);
 #endif
-  for (int64_t i = 1; i < chunks; ++i) {
-    tsm_worker *w = pool.workers[i - 1];
-    w->body = body;
-    w->closure = closure;
-    w->begin = chunk_start(n, chunks, i);
-    w->end = chunk_start(n, chunks, i + 1);
-    atomic_store_explicit(&w->claimed, 0, memory_order_release);
-    atomic_fetch_add_explicit(&w->ticket, 1, memory_order_release);
+  for (int i = 1; i < participants; ++i) {
+    atomic_fetch_add_explicit(&pool.workers[i - 1]->ticket, 1, memory_order_release);
   }
-  if (chunks > 1) {
+  if (participants > 1) {
     pthread_mutex_lock(&pool.lock);
     pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.lock);
   }
 
-  body(closure, 0, chunk_start(n, chunks, 1));
-  /* Chunks no worker has picked up yet run here rather than wait for their worker. */
-  for (int64_t i = 1; i < chunks; ++i) run_if_unclaimed(pool.workers[i - 1]);
+  run_chunks(0);
 
   if (!spin_until(all_chunks_finished, NULL)) {
     pthread_mutex_lock(&pool.lock);
