@@ -165,22 +165,15 @@ def build_tile(s: Schedule, shape: TileShape, t: Tile) -> bool:
     if t.pack and shape.panel is not None:
         # B[k, j] stored as panels [j / vec, k, vec] (the last one zero-padded): the k loop
         # then walks one contiguous run instead of a row of B (up to a page apart) per step.
-        # A constant is stored so by build; an input the kernel copies first.
-        order, block = panel_layout(shape.panel_rank, vec)
-        if shape.panel_at_run_time:
-            s.pack(st, shape.panel, order, block)
-        else:
-            s.layout(st, shape.panel, order, block)
+        _store_as(s, st, shape.panel, shape.panel_at_run_time,
+                  panel_layout(shape.panel_rank, vec))
     if t.pack_rows and shape.row_panel is not None:
         # A[i, k] stored as row panels [i / rows, k, rows]: the tile's rows of one step
         # of k are then adjacent, where a row of A is K elements from the next (at K a
         # multiple of 1024 every row of the tile falls in the same L1 set, and the panels
         # of B streaming through evict them).
-        order, block = row_panel_layout(shape.row_panel_rank, rows)
-        if shape.row_panel_at_run_time:
-            s.pack(st, shape.row_panel, order, block)
-        else:
-            s.layout(st, shape.row_panel, order, block)
+        _store_as(s, st, shape.row_panel, shape.row_panel_at_run_time,
+                  row_panel_layout(shape.row_panel_rank, rows))
     io = ii = None
     if row_axis is not None:
         io, ii = s.split(st, row_axis, rows)
@@ -253,6 +246,17 @@ def build_tile(s: Schedule, shape: TileShape, t: Tile) -> bool:
         except ValueError:  # the consumer reads the stage at other indices
             s.steps.pop()
     return cached
+
+
+def _store_as(s: Schedule, stage: str, tensor: str, at_run_time: bool,
+              layout: tuple[tuple[int, ...], tuple[int, int]]) -> None:
+    """Read ``tensor`` in ``layout`` (order, block): a constant is stored so by
+    ``build``; an input the kernel copies first."""
+    order, block = layout
+    if at_run_time:
+        s.pack(stage, tensor, order, block)
+    else:
+        s.layout(stage, tensor, order, block)
 
 
 def split_or_keep(s: Schedule, stage: str, leaf: str, extent: int, factor: int
