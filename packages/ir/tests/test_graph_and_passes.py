@@ -206,6 +206,28 @@ def test_simplify_collapses_chains_and_folds_channel_scale() -> None:
     np.testing.assert_allclose(_run(after, feeds)[0], before, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize(("power", "products"), [(3.0, 2), (2.0, 1), (2.5, 0)])
+def test_simplify_writes_small_constant_powers_as_products(power: float, products: int) -> None:
+    """A float ``pow`` by a constant 2 or 3 (GPT-2's tanh GELU) becomes multiplications of
+    its base, which vectorize, where ``pow`` is a libm call per element; another exponent
+    stays a ``pow``. The graph's text shows the rewrite; the interpreter, that the values
+    agree."""
+    from tensorsmith.ir.passes import simplify_graph
+
+    b = GraphBuilder()
+    x = b.input("x", (4, 6), "float32")
+    e = b.constant("e", np.array(power, "float32"))
+    g = b.finish([b.add1("pow", [x, e], name="cube")])
+    feeds = {"x": rng.uniform(-3, 3, (4, 6)).astype("float32")}
+    before = _run(g, feeds)[0]
+    after = eliminate_dead_code(simplify_graph(g.copy()))
+    text = str(after)
+    assert text.count(" mul(") == products and (" pow(" in text) == (products == 0)
+    if products:
+        assert "%x, %x" in text  # the square of the base
+    np.testing.assert_allclose(_run(after, feeds)[0], before, rtol=1e-6, atol=1e-6)
+
+
 def test_pass_manager_times_and_dumps() -> None:
     from tensorsmith.ir.passes import default_pipeline
 
