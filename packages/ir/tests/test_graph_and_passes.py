@@ -282,3 +282,31 @@ def test_a_diamond_closes_into_its_anchor_group() -> None:
     feeds = {"x": rng.standard_normal((4, 8)).astype("float32"),
              "other": rng.standard_normal((4, 8)).astype("float32")}
     assert np.isfinite(run_graph(g, feeds)[0]).all()
+
+
+def test_a_diamond_of_two_side_groups_closes_into_the_group_feeding_both() -> None:
+    """The tanh GELU, ``(x * 0.5) * (1 + tanh(c * (x + k * x^3)))`` after a product: both
+    factors are groups of their own (x has several readers), and the last multiply reads
+    only them, not the product. It still joins the product's group, with both sides: one
+    kernel. The same diamond on a graph input, which no group produces, stays apart."""
+    def gelu(b: GraphBuilder, h):  # noqa: ANN001, ANN202
+        def c(name: str, v: float):  # noqa: ANN202
+            return b.constant(name, np.array(v, "float32"))
+        cube = b.add1("mul", [b.add1("mul", [h, h], name="sq"), h], name="cube")
+        inner = b.add1("mul", [b.add1("add", [h, b.add1("mul", [cube, c("k", 0.044715)])]),
+                               c("c", 0.79788456)])
+        one_plus = b.add1("add", [b.add1("tanh", [inner]), c("one", 1.0)], name="one_plus")
+        return b.add1("mul", [b.add1("mul", [h, c("half", 0.5)], name="half_x"), one_plus],
+                      name="gelu")
+
+    b = GraphBuilder()
+    x = b.input("x", (4, 8), "float32")
+    h = b.add1("matmul", [x, b.constant("w", rng.standard_normal((8, 8)).astype("float32"))])
+    g = b.finish([gelu(b, h)])
+    groups = fuse_ops(g)
+    assert len(groups) == 1 and groups[0].nodes[0].op == "matmul"
+    assert [n.name for n in groups[0].nodes][-1] == "gelu"
+
+    b = GraphBuilder()
+    g = b.finish([gelu(b, b.input("x", (4, 8), "float32"))])
+    assert len(fuse_ops(g)) == 2

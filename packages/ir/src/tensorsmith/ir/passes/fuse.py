@@ -12,8 +12,9 @@ Rules by fusion pattern (the ops' ``Pattern``), applied in topological order:
 - ``standalone`` nodes (Concats done in place, see concat_views.py) are a group of their
   own that nothing joins;
 - an elementwise node that closes a diamond (``x * sigmoid(x)``, GELU's ``x * (1 +
-  erf(x / sqrt 2))``) joins the group of ``x`` together with the elementwise groups on
-  the other side, when those read only that group's values and feed only this node.
+  erf(x / sqrt 2))``, or ``(x * 0.5) * (1 + tanh(..x..))`` whose both sides are groups
+  of their own) joins the group of ``x`` together with the elementwise groups on the
+  other side, when those read only that group's values and feed only this node.
 Joining only producers whose outputs have no other consumer guarantees the groups form
 a DAG; they are returned in an order that runs each after the groups it reads.
 """
@@ -107,12 +108,17 @@ def _close_diamond(node: Node, group_of: dict[int, FusedGroup], groups: list[Fus
     elementwise, reads nothing but the anchor's values and constants, and feeds nothing
     but ``node``, those groups and ``node`` all join the anchor's group: one kernel, the
     activation computed at the anchor's write-back."""
-    read = [group_of[id(v.producer)] for v in node.inputs
-            if v.producer is not None and not v.is_constant and id(v.producer) in group_of]
-    distinct = list({id(g): g for g in read}.values())
+    distinct = _groups_read(node.inputs, group_of)
     if len(distinct) < 2 or any(id(n) in standalone for g in distinct for n in g.nodes):
         return None  # (an in-place Concat's group runs no kernel: nothing joins it)
-    for anchor in distinct:
+    # The anchor is a group ``node`` reads, or one that feeds every group it reads: the
+    # tanh GELU, x * 0.5 * (1 + tanh(c (x + k x^3))), multiplies two elementwise groups
+    # that both read x, the product before it.
+    feeders = [g for g in _groups_read([v for n in distinct[0].nodes for v in n.inputs],
+                                       group_of)
+               if all(g is not d for d in distinct)
+               and not any(id(n) in standalone for n in g.nodes)]
+    for anchor in [*distinct, *feeders]:
         sides = [g for g in distinct if g is not anchor]
         if not all(g.pattern <= Pattern.BROADCAST for g in sides):
             continue
@@ -131,6 +137,13 @@ def _close_diamond(node: Node, group_of: dict[int, FusedGroup], groups: list[Fus
         anchor.nodes.sort(key=lambda n: position[id(n)])
         return anchor
     return None
+
+
+def _groups_read(values: list[Value], group_of: dict[int, FusedGroup]) -> list[FusedGroup]:
+    """The distinct groups that produce ``values`` (constants and graph inputs aside)."""
+    read = [group_of[id(v.producer)] for v in values
+            if v.producer is not None and not v.is_constant and id(v.producer) in group_of]
+    return list({id(g): g for g in read}.values())
 
 
 def _fed_by(g: FusedGroup, anchor: set[int]) -> bool:
