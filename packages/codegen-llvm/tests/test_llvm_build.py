@@ -58,6 +58,28 @@ def test_inline_transcendentals_stay_within_a_few_ulp(op: str, lo: float, hi: fl
     assert np.max(np.abs(got - want) / ulp) <= ulps
 
 
+def test_inline_log_stays_within_an_ulp_and_keeps_special_values(tmp_path: Path) -> None:
+    """fastmath.log_f32 (vectorized) from the smallest subnormal to the largest float,
+    densely around 1, against float64 libm; and log of 0, of a negative number, of
+    infinity and of NaN as IEEE says (-inf, NaN, inf, NaN)."""
+    import math
+
+    tiny = np.float32(1.4e-45)
+    x = np.concatenate([np.geomspace(tiny, np.finfo(np.float32).max, 60001),
+                        np.linspace(0.5, 2.0, 20001)]).astype("float32")
+    special = np.array([0.0, -1.0, np.inf, np.nan, -0.0], "float32")
+    b = GraphBuilder()
+    g = b.finish([b.add1("log", [b.input("x", (x.size + special.size,), "float32")],
+                         name="log")])
+    (got,) = compile_run(g, {"x": np.concatenate([x, special])}, tmp_path)
+    want = np.array([math.log(v) for v in x.astype(np.float64)])
+    ulp = np.spacing(np.maximum(np.abs(want), np.finfo(np.float32).tiny).astype(np.float32))
+    assert np.max(np.abs(got[:x.size] - want) / ulp) <= 2.0
+    tail = got[x.size:]
+    assert tail[0] == -np.inf and np.isnan(tail[1]) and tail[2] == np.inf
+    assert np.isnan(tail[3]) and tail[4] == -np.inf
+
+
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "max", "min", "lt", "eq"])
 def test_broadcast_binary(op: str, tmp_path: Path) -> None:
     b = GraphBuilder()

@@ -7,7 +7,10 @@ run at scalar speed. These polynomial forms work on scalars and vectors alike:
   2^k by building the float's exponent bits — about 1 ulp;
 - erf: one rational function of x^2 (times x) on the clamped argument: no exp, no
   branch, one division — a few ulp;
-- tanh: odd Taylor series below |x| < 0.3, else 1 - 2 / (exp(2|x|) + 1), signed.
+- tanh: odd Taylor series below |x| < 0.3, else 1 - 2 / (exp(2|x|) + 1), signed;
+- log: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) = f - f^2/2 + f^3 P(f) for
+  f = m - 1 (Cephes' degree-8 polynomial), plus e ln2 in two parts; subnormal inputs
+  scaled into the normal range first -- about 1 ulp.
 """
 
 from __future__ import annotations
@@ -127,4 +130,38 @@ def tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return _select(b, b.fcmp_ordered("<", ax, constant(ty, 0.3)), series, signed)
 
 
-INLINE_F32 = {"exp": exp_f32, "erf": erf_f32, "tanh": tanh_f32}
+LOG_P = [7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
+         1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
+         3.3333331174e-1]
+SMALLEST_NORMAL = 1.1754943508222875e-38
+
+
+def log_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    ty = x.type
+    ity = _int_type(ty)
+    subnormal = b.fcmp_ordered("<", x, constant(ty, SMALLEST_NORMAL))
+    scaled = _select(b, subnormal, _fmul(b, x, constant(ty, 8388608.0)), x)  # x 2^23
+    bits = b.bitcast(scaled, ity)
+    e = b.sub(b.ashr(bits, constant(ity, 23)), constant(ity, 127))
+    m = b.bitcast(b.or_(b.and_(bits, constant(ity, 0x007FFFFF)), constant(ity, 0x3F800000)), ty)
+    halve = b.fcmp_ordered(">", m, constant(ty, 1.4142135623730951))
+    m = _select(b, halve, _fmul(b, m, constant(ty, 0.5)), m)
+    e = b.add(e, b.zext(halve, ity))
+    e = b.sub(e, b.select(subnormal, constant(ity, 23), constant(ity, 0)))
+    f = _fsub(b, m, constant(ty, 1.0))
+    z = _fmul(b, f, f)
+    y = _fmul(b, _fmul(b, f, z), _poly(b, f, LOG_P))
+    ef = b.sitofp(e, ty)
+    y = _fadd(b, y, _fmul(b, ef, constant(ty, -2.12194440e-4)))
+    y = _fsub(b, y, _fmul(b, z, constant(ty, 0.5)))
+    out = _fadd(b, _fadd(b, f, y), _fmul(b, ef, constant(ty, 0.693359375)))
+    out = _select(b, b.fcmp_ordered("==", x, constant(ty, 0.0)), constant(ty, float("-inf")),
+                  out)
+    out = _select(b, b.fcmp_ordered("==", x, constant(ty, float("inf"))),
+                  constant(ty, float("inf")), out)
+    # negative or NaN: NaN
+    return _select(b, b.fcmp_unordered("<", x, constant(ty, 0.0)), constant(ty, float("nan")),
+                   out)
+
+
+INLINE_F32 = {"exp": exp_f32, "erf": erf_f32, "tanh": tanh_f32, "log": log_f32}
