@@ -66,6 +66,7 @@ from .cpu_sizes import (
 from .cpu_tile import (
     UNROLL_MAX_SCALAR,
     UNROLL_MAX_TABLE,
+    Operand,
     Tile,
     TileShape,
     build_tile,
@@ -286,19 +287,7 @@ class CpuRules:
         unrolled over a vector of the block's lanes (``p, c.o | e, n | c.i``), each
         patch element one contiguous load shared by the entries that read it."""
         e, n, p, c = (lf.name for lf in st.leaves)
-        lanes = self.res.lanes(element_bytes(st))
-        vec = self.choose(st, "vec", lanes, options(st.leaf(c).extent, (4, 8, 16, 32)))
-        parallel = self.choose(st, "parallel", math.prod(lf.extent for lf in st.leaves)
-                               >= PARALLEL_MIN_WORK, NO_YES)
-        co, ci = split_or_keep(self.s, st.name, c, st.leaf(c).extent, vec)
-        self.s.reorder(st.name, *[x for x in (p, co, e, n, ci) if x is not None])
-        self.s.unroll(st.name, e)
-        self.s.unroll(st.name, n)
-        if ci is not None:
-            self.s.vectorize(st.name, ci)
-        outer = fuse_all(self.s, st.name, [x for x in (p, co) if x is not None])
-        if outer is not None and parallel:
-            self.s.parallel(st.name, outer)
+        self.unrolled_table(st, p, c, (e, n))
 
     def winograd_columns(self, st: Stage) -> None:
         """The first half of a separable Winograd output transform, ``T[e, p, j, o] =
@@ -307,18 +296,26 @@ class CpuRules:
         ``m`` vectors accumulated in registers per ``e``."""
         e, p, j, o = (lf.name for lf in st.leaves if not lf.reduce)
         (n,) = (lf.name for lf in st.leaves if lf.reduce)
+        self.unrolled_table(st, p, o, (e, n, j), cache_at=e)
+
+    def unrolled_table(self, st: Stage, tile: str, vector: str, table: tuple[str, ...],
+                       cache_at: str | None = None) -> None:
+        """``tile, vector.o | table (unrolled) | vector.i``: the tiles and vectors of
+        ``vector`` fused and in parallel, the Winograd table's loops unrolled (each
+        coefficient a constant), ``vector``'s lanes innermost."""
         lanes = self.res.lanes(element_bytes(st))
-        vec = self.choose(st, "vec", lanes, options(st.leaf(o).extent, (4, 8, 16, 32)))
+        vec = self.choose(st, "vec", lanes, options(st.leaf(vector).extent, (4, 8, 16, 32)))
         parallel = self.choose(st, "parallel", math.prod(lf.extent for lf in st.leaves)
                                >= PARALLEL_MIN_WORK, NO_YES)
-        oo, oi = split_or_keep(self.s, st.name, o, st.leaf(o).extent, vec)
-        self.s.reorder(st.name, *[x for x in (p, oo, e, n, j, oi) if x is not None])
-        outer = fuse_all(self.s, st.name, [x for x in (p, oo) if x is not None])
-        self.s.cache_write(st.name, e)
-        for loop in (e, n, j):
+        vo, vi = split_or_keep(self.s, st.name, vector, st.leaf(vector).extent, vec)
+        self.s.reorder(st.name, *[x for x in (tile, vo, *table, vi) if x is not None])
+        outer = fuse_all(self.s, st.name, [x for x in (tile, vo) if x is not None])
+        if cache_at is not None:
+            self.s.cache_write(st.name, cache_at)
+        for loop in table:
             self.s.unroll(st.name, loop)
-        if oi is not None:
-            self.s.vectorize(st.name, oi)
+        if vi is not None:
+            self.s.vectorize(st.name, vi)
         if outer is not None and parallel:
             self.s.parallel(st.name, outer)
 
@@ -662,15 +659,18 @@ class CpuRules:
         reduce = tuple(a.var.name for a in op.reduce_axes)
         row = spatial[row_axis] if row_axis is not None else None
         rank = {t.name: t.ndim for t in input_tensors(st.tensor)}
+
+        def operand(name: str | None) -> Operand | None:
+            return None if name is None else Operand(name, rank.get(name, 2),
+                                                      name not in self.constants)
+
         return TileShape(
             st.name, spatial, reduce, extent,
             row if row is not None and extent[row] > 1 else None,
             max(reduce, key=lambda n: extent[n]),
             tuple(itertools.permutations(reduce))[:6],
-            epilogue_consumer(st, self.out_ids, self.readers), weight, panel,
-            rank.get(panel or "", 2), panel is not None and panel not in self.constants,
-            row_panel, rank.get(row_panel or "", 2),
-            row_panel is not None and row_panel not in self.constants)
+            epilogue_consumer(st, self.out_ids, self.readers), weight, operand(panel),
+            operand(row_panel))
 
     def vec_knob(self, st: Stage, vec: int, cols: int) -> int:
         """The register tile's lanes per row (``vec``), asked once: a rule may size other

@@ -35,6 +35,15 @@ UNROLL_MAX_TABLE = 160
 
 
 @dataclass(frozen=True)
+class Operand:
+    """A product's input that a tile may read in another layout (as panels)."""
+
+    name: str
+    rank: int
+    at_run_time: bool  # an input, not a constant: the kernel copies it (else ``build``)
+
+
+@dataclass(frozen=True)
 class TileShape:
     """What a stage offers a register tile: its loops and which play which part."""
 
@@ -47,12 +56,8 @@ class TileShape:
     reduce_orders: tuple[tuple[str, ...], ...]  # the reduce loops' orders ``korder`` picks
     epilogue: str | None  # the elementwise output its write-back may compute
     weight: str | None = None  # a convolution's weight, stored for lanes over channels
-    panel: str | None = None  # a product's B, stored as panels when packed
-    panel_rank: int = 2  # its axes
-    panel_at_run_time: bool = False  # an input, not a constant: the kernel packs it
-    row_panel: str | None = None  # a product's A, stored as row panels when packed
-    row_panel_rank: int = 2
-    row_panel_at_run_time: bool = False
+    panel: Operand | None = None  # a product's B, stored as panels when packed
+    row_panel: Operand | None = None  # a product's A, stored as row panels when packed
 
 
 @dataclass(frozen=True)
@@ -165,15 +170,13 @@ def build_tile(s: Schedule, shape: TileShape, t: Tile) -> bool:
     if t.pack and shape.panel is not None:
         # B[k, j] stored as panels [j / vec, k, vec] (the last one zero-padded): the k loop
         # then walks one contiguous run instead of a row of B (up to a page apart) per step.
-        _store_as(s, st, shape.panel, shape.panel_at_run_time,
-                  panel_layout(shape.panel_rank, vec))
+        _store_as(s, st, shape.panel, panel_layout(shape.panel.rank, vec))
     if t.pack_rows and shape.row_panel is not None:
         # A[i, k] stored as row panels [i / rows, k, rows]: the tile's rows of one step
         # of k are then adjacent, where a row of A is K elements from the next (at K a
         # multiple of 1024 every row of the tile falls in the same L1 set, and the panels
         # of B streaming through evict them).
-        _store_as(s, st, shape.row_panel, shape.row_panel_at_run_time,
-                  row_panel_layout(shape.row_panel_rank, rows))
+        _store_as(s, st, shape.row_panel, row_panel_layout(shape.row_panel.rank, rows))
     io = ii = None
     if row_axis is not None:
         io, ii = s.split(st, row_axis, rows)
@@ -248,15 +251,15 @@ def build_tile(s: Schedule, shape: TileShape, t: Tile) -> bool:
     return cached
 
 
-def _store_as(s: Schedule, stage: str, tensor: str, at_run_time: bool,
+def _store_as(s: Schedule, stage: str, operand: Operand,
               layout: tuple[tuple[int, ...], tuple[int, int]]) -> None:
-    """Read ``tensor`` in ``layout`` (order, block): a constant is stored so by
+    """Read ``operand`` in ``layout`` (order, block): a constant is stored so by
     ``build``; an input the kernel copies first."""
     order, block = layout
-    if at_run_time:
-        s.pack(stage, tensor, order, block)
+    if operand.at_run_time:
+        s.pack(stage, operand.name, order, block)
     else:
-        s.layout(stage, tensor, order, block)
+        s.layout(stage, operand.name, order, block)
 
 
 def split_or_keep(s: Schedule, stage: str, leaf: str, extent: int, factor: int
