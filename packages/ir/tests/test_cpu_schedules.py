@@ -324,7 +324,8 @@ def test_grouped_conv_vectorizes_over_one_groups_output_channels(
 def test_long_reduction_runs_in_blocks_with_partial_sums() -> None:
     """A product too large for the (here tiny) L2 reduces in blocks of k: the tile starts
     from the output's partial sums after the first block, and the result is exact."""
-    tiny = CpuResources("tiny-l2", vector_bits=256, vector_registers=16, l2_bytes=8192)
+    tiny = CpuResources("tiny-l2", vector_bits=256, vector_registers=16, l2_bytes=8192,
+                        l1_bytes=4096)
     # sums of 1024 products of unit normals (magnitude ~30) in float32: rounding ~1e-5
     func = check("matmul", [(5, 1024), (1024, 24)], {}, tiny, frozenset({"in1"}), atol=1e-4)
     steps = func.attrs.get("steps") or []
@@ -340,7 +341,8 @@ def test_blocked_product_reads_its_left_side_as_row_panels(constants: frozenset[
     ``[i / rows, k, rows]``: copied by the kernel when ``A`` is an input, stored so by
     ``build`` when it is a constant; 23 rows leave a partial last panel, and the result
     is still exact."""
-    tiny = CpuResources("tiny-l2", vector_bits=256, vector_registers=16, l2_bytes=8192)
+    tiny = CpuResources("tiny-l2", vector_bits=256, vector_registers=16, l2_bytes=8192,
+                        l1_bytes=4096)
     func = check("matmul", [(23, 1024), (1024, 24)], {}, tiny, constants, atol=1e-4)
     rows = next(s.extent for s in walk_stmts(func.body) if isinstance(s, For)
                 and s.var.name == "t0_i0.i")
@@ -353,23 +355,53 @@ def test_blocked_product_reads_its_left_side_as_row_panels(constants: frozenset[
         assert shapes["in0_packed"] == (-(-23 // rows), 1024, rows)
 
 
-def test_blocks_of_k_inside_a_block_of_tiles() -> None:
+def test_blocked_product_sizes_its_blocks_for_three_levels_of_cache() -> None:
+    """A product blocked for the caches reads one panel of ``B`` (k block x lanes,
+    within the L1) from every row tile of a block of row tiles (an eighth of the L2),
+    and walks a group of panels (twice the L2) per block of rows: here blocks of k of
+    256, blocks of 4 row tiles of 6, the register tiles' column loop above their row
+    loop (``inner_order="cr"``), the 64 panels in two groups of 32."""
+    caches = CpuResources("caches", vector_bits=256, vector_registers=16,
+                          l2_bytes=256 * 1024, l1_bytes=16 * 1024)
+    a, b = (te.placeholder((384, 1024), "float32", "in0"),
+            te.placeholder((1024, 1024), "float32", "in1"))
+    (out,) = get_op("matmul").compute([a, b], {}, [TensorType((384, 1024), "float32")], "t0")
+    sched = schedule_cpu([out], resources=caches, constants=frozenset({"in1"}))
+    loops = [s for s in walk_stmts(te.lower(sched, [a, b], [out]).body)
+             if isinstance(s, For) and not s.var.name.startswith("in0_packed")]
+    names = [s.var.name for s in loops]
+    assert loops[0].var.name == "k.o" and loops[0].extent == 4
+    parallel = next(s for s in loops if s.kind == "parallel")
+    assert parallel.extent == 32  # 64 row tiles / 4 x 2 groups of panels
+    cols, rows = names.index("t0_i1.o.i"), names.index("t0_i0.o.i")
+    assert cols < rows and loops[rows].extent == 4 and loops[cols].extent == 32
+
+
+@pytest.mark.parametrize("kblock_pos", ["outer", "tile"])
+def test_blocks_of_k_inside_a_block_of_tiles(kblock_pos: str) -> None:
     """``kblock_pos="tile"`` moves the blocks of k inside the parallel loop, above a
     block of 2 x 2 register tiles whose part of the output stays in cache across them;
     with tails in both rows and columns (7 row tiles of 3, panels of 8 over 40), the
-    result is still exact."""
-    tiny = CpuResources("tiny-l2", vector_bits=256, vector_registers=16, l2_bytes=8192)
-    a, b = (te.placeholder((20, 1024), "float32", "in0"),
-            te.placeholder((1024, 40), "float32", "in1"))
+    result is still exact; so is the same block with the blocks of k outermost and the
+    tiles' column loop above their row loop."""
+    tiny = CpuResources("tiny-l2", vector_bits=256, vector_registers=16, l2_bytes=8192,
+                        l1_bytes=4096)
+    a, b = (te.placeholder((20, 256), "float32", "in0"),
+            te.placeholder((256, 40), "float32", "in1"))
     (out,) = get_op("matmul").compute([a, b], {}, [TensorType((20, 40), "float32")], "t0")
-    answers = {"kblock_pos": "tile", "tile_rows": 2, "tile_cols": 2, "rows": 3, "vec": 8}
+    answers = {"kblock": 64, "pack_rows": True, "kblock_pos": kblock_pos, "tile_rows": 2,
+               "tile_cols": 2, "rows": 3, "vec": 8,
+               "inner_order": "cr" if kblock_pos == "outer" else "rc"}
     sched = schedule_cpu([out], resources=tiny, constants=frozenset({"in1"}),
                          choose=lambda st, knob, default, choices=(): answers.get(knob,
                                                                                    default))
     func = te.lower(sched, [a, b], [out])
-    loops = [s for s in walk_stmts(func.body) if isinstance(s, For)]
+    loops = [s for s in walk_stmts(func.body)
+             if isinstance(s, For) and not s.var.name.startswith("in0_packed")]
     parallel = next(i for i, s in enumerate(loops) if s.kind == "parallel")
-    assert loops[parallel + 1].var.name == "k.o"  # right inside the parallel loop
+    inside = kblock_pos == "tile"
+    assert (loops[parallel + 1].var.name == "k.o") == inside  # right inside the parallel
+    assert (loops[0].var.name == "k.o") != inside  # or outermost
     arrays = [rng.standard_normal(x.shape).astype("float32") for x in (a, b)]
     bufs = [*func.stored_inputs(arrays)] + [np.zeros(b.shape, b.dtype)
                                             for b in func.params[2:]]  # C, A's row panels
@@ -384,7 +416,8 @@ def test_pointwise_conv_runs_in_passes_over_input_channels(channels: int, passes
     (2 blocks of 8 a pass: 2.3 KiB of input, within half of 8 KiB), outermost, with the
     partial sums kept in the output; one with few input channels (an expansion) keeps
     one pass. Either way the result is exact."""
-    tiny = CpuResources("tiny-l2", vector_bits=256, vector_registers=16, l2_bytes=8192)
+    tiny = CpuResources("tiny-l2", vector_bits=256, vector_registers=16, l2_bytes=8192,
+                        l1_bytes=4096)
     func = check("conv2d", [(1, channels // 8, 6, 6, 8), (64, channels, 1, 1)],
                  {"pads": [0, 0, 0, 0], "strides": [1, 1], "block": 8}, tiny,
                  frozenset({"in1"}), atol=1e-4)

@@ -28,6 +28,7 @@ class CpuResources:
     vector_bits: int
     vector_registers: int
     l2_bytes: int = 512 * 1024
+    l1_bytes: int = 32 * 1024  # data cache
 
     def lanes(self, element_bytes: int = 4) -> int:
         """Elements of ``element_bytes`` in one vector register."""

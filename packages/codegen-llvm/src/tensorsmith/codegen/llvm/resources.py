@@ -3,8 +3,8 @@
 The vector width is asked of LLVM itself: a 16-lane float addition is compiled for the
 target's CPU and the registers its assembly names (``zmm``, ``ymm``, otherwise 128-bit
 ones) say how wide a register is. That holds for the host and for any ``-mcpu`` alike,
-with no table of CPU names to keep. The L2 size is read from the host when the target
-is the host, and is a typical value otherwise.
+with no table of CPU names to keep. The L1 data and L2 cache sizes are read from the
+host when the target is the host, and are typical values otherwise.
 """
 
 from __future__ import annotations
@@ -44,7 +44,10 @@ def _describe(mcpu: str) -> CpuResources:
     bits = _vector_bits(tm)
     x86 = platform.machine().lower() in ("x86_64", "amd64", "i686")
     registers = 32 if bits >= 512 or not x86 else 16
-    return CpuResources(name, bits, registers, _host_l2() if host else 1024 * 1024)
+    if not host:
+        return CpuResources(name, bits, registers, l2_bytes=1024 * 1024, l1_bytes=32 * 1024)
+    return CpuResources(name, bits, registers, l2_bytes=_host_cache(2, 512 * 1024),
+                        l1_bytes=_host_cache(1, 32 * 1024))
 
 
 def _vector_bits(tm: object) -> int:
@@ -61,15 +64,17 @@ def _vector_bits(tm: object) -> int:
     return 128
 
 
-def _host_l2() -> int:
-    """L2 bytes of CPU 0, from sysfs; a typical size where it says nothing."""
+def _host_cache(level: int, typical: int) -> int:
+    """Bytes of CPU 0's data (or unified) cache of ``level``, from sysfs; ``typical``
+    where it says nothing."""
     for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
         try:
-            if int((index / "level").read_text()) == 2:
+            if (int((index / "level").read_text()) == level
+                    and (index / "type").read_text().strip() in ("Data", "Unified")):
                 return _parse_size((index / "size").read_text().strip())
         except (OSError, ValueError):
             continue
-    return 512 * 1024
+    return typical
 
 
 def _parse_size(text: str) -> int:

@@ -55,8 +55,10 @@ from .cpu_shapes import (
     pointwise_conv,
 )
 from .cpu_sizes import (
+    ProductBlocks,
     blocked_tile,
     depthwise_tile,
+    panel_group,
     pixels_outer,
     pointwise_kblock,
     reads_padding_in_place,
@@ -90,12 +92,16 @@ PACK_MIN_ROWS = 64
 #: Reductions at least this long may run in cache-sized blocks (``CpuRules.blocking``):
 #: shorter ones gain little and would lose their fused epilogue.
 BLOCKED_DEPTH = 1024
-#: The panels of ``B`` a thread walks per block of rows (``CpuRules.blocking``) take at
-#: most half the L2 cache and at most this many bytes. Half of Zen's 512 KiB L2 was best
-#: there; on a Xeon with 2 MiB of L2 (AVX-512, 64 KiB panels), 1 MiB of panels ran
-#: 4096^3 products 1.3-1.7x slower than 512 KiB (A's rows streaming through the L2 push
-#: the panels out of it).
+#: The panels of ``B`` a thread walks per row tile when a product's blocks of k leave
+#: one row tile per block of rows (``CpuRules.blocking``) take at most half the L2 cache
+#: and at most this many bytes. Half of Zen's 512 KiB L2 was best there; on a Xeon with
+#: 2 MiB of L2 (AVX-512, 64 KiB panels), 1 MiB of panels ran 4096^3 products 1.3-1.7x
+#: slower than 512 KiB (A's rows streaming through the L2 push the panels out of it).
 PANEL_GROUP_BYTES = 512 * 1024
+#: A blocked product's parallel loop keeps at least this many blocks of rows x panels,
+#: so that threads have blocks to share (``CpuRules.blocking`` makes its blocks of rows
+#: shorter until it does).
+BLOCKED_PARALLEL_MIN = 16
 #: A stage read by one this many times its size is computed once, not inlined
 #: (:meth:`CpuRules.inline`).
 BROADCAST_READ_RATIO = 16
@@ -393,50 +399,70 @@ class CpuRules:
         big = depth * cols * element_bytes(st) > self.res.l2_bytes // 2
         worth = cols > vec and (weight is not None or (row_extent >= PACK_MIN_ROWS and big))
         pack = shape.panel is not None and self.choose(st, "pack", worth, NO_YES)
-        kblock, panels = self.blocking(st, vec)
-        order = "cols_first" if kblock else self.matmul_order(st)
+        blocks = self.blocking(st, vec, rows)
+        order = "cols_first" if blocks.kblock else self.matmul_order(st)
         # A as row panels where it is re-read, from beyond the L2, once per group of
         # panels of B: a product blocked for the caches (4096^3 with B an input on Zen 3,
         # 94 -> 127 GFLOP/s; one pass over A costs about 1% of such a product)
-        self.tile(st, shape, vec=vec, rows=rows, outer_order=order, tile_cols=panels,
-                  kblock=kblock, pack=pack, pack_rows=kblock > 0)
+        self.tile(st, shape, vec=vec, rows=rows, outer_order=order, tile_cols=blocks.panels,
+                  tile_rows=blocks.row_tiles, inner_order="cr" if blocks.row_tiles > 1 else "rc",
+                  kblock=blocks.kblock, pack=pack, pack_rows=blocks.kblock > 0)
 
-    def blocking(self, st: Stage, vec: int) -> tuple[int, int]:
-        """``(kblock, panels)`` for a product too large for the caches, else ``(0, 1)``.
+    def blocking(self, st: Stage, vec: int, rows: int) -> ProductBlocks:
+        """How a product too large for the caches is cut into blocks (all ones and a
+        ``kblock`` of 0 for one that is not).
 
         When ``A`` is over half the L2 cache, ``B`` over all of it, and the reduction long
         (:data:`BLOCKED_DEPTH`), the reduction runs in blocks of ``kblock`` (a divisor of
-        its length near 256, partial sums kept in the output between blocks), and each
-        thread walks ``panels`` panels of ``B`` (half the L2 at most, see
-        :data:`PANEL_GROUP_BYTES`) for every block of rows before it moves on: a block of
-        ``B`` is then read from memory once per block of rows, not once per register
-        tile. The cost is a write-back per block and no fused epilogue. (The
-        ``kblock_pos`` knob may move the blocks of k inside each thread's block of rows and
-        panels instead.)"""
+        its length), outermost, with the partial sums kept in the output between blocks:
+        the cost is a write-back of the output per block and no fused epilogue. Within
+        a block of k the three operands are sized for the three levels of cache, as
+        BLAS libraries do:
+
+        - one panel of ``B`` (``kblock`` x the tile's lanes) fills the L1 cache and is
+          read from there by every row tile of a block of ``row_tiles`` row tiles;
+        - that block of rows of ``A`` (row panels, ``row_tiles * rows * kblock``) takes
+          an eighth of the L2 and is read from there by each of ``panels`` panels;
+        - the ``panels`` panels of ``B`` (twice the L2 in all) stay in the shared L3
+          while every block of rows walks them, so ``A`` is read from memory once per
+          group of panels and the output once per block of k.
+
+        On Zen 3 (AVX2) this ran 4096^3 products 164-167 -> 173-175 GFLOP/s (0.88-0.89
+        -> 0.92-0.95 of OpenBLAS) against one row tile per block with the panels in half
+        the L2 and blocks of k of 256 (with blocks of k of 512 there, blocks of 8 row
+        tiles, 96 KiB of ``A``, ran the same and 16 slower). Where that would leave the threads fewer than
+        :data:`BLOCKED_PARALLEL_MIN` blocks to share, the blocks of rows are shorter,
+        down to one row tile; the panels then keep to half the L2
+        (:data:`PANEL_GROUP_BYTES`)."""
         op = st.tensor.op
         assert op is not None
         if len(op.axes) < 2 or len(op.reduce_axes) != 1:
-            return 0, 1
+            return ProductBlocks()
         size = element_bytes(st)
-        depth, rows, cols = op.reduce_axes[0].extent, op.axes[-2].extent, op.axes[-1].extent
+        depth, height, cols = op.reduce_axes[0].extent, op.axes[-2].extent, op.axes[-1].extent
         half = self.res.l2_bytes // 2
         # B within the L2 stays there while every block of rows walks it (a product with
         # few columns, attention's probabilities times V: 1500 x 64 per head, 17.8 ms
         # blocked vs 13.4 ms not on Zen 3); blocks of k would only add write-backs
-        if (depth < BLOCKED_DEPTH or depth * rows * size <= half
+        if (depth < BLOCKED_DEPTH or depth * height * size <= half
                 or depth * cols * size <= self.res.l2_bytes):
-            return 0, 1
-        kblock = next((d for d in sorted(range(128, 513), key=lambda d: abs(d - 256))
+            return ProductBlocks()
+        target = max(256, self.res.l1_bytes // (vec * size))
+        kblock = next((d for d in sorted(range(128, 1025), key=lambda d: abs(d - target))
                        if depth % d == 0), 0)
         if not kblock:
-            return 0, 1
-        count = -(-cols // vec)
-        most = min(count, max(1, min(half, PANEL_GROUP_BYTES) // (kblock * vec * size)))
-        # groups of a divisor of the panels, where one is near: a partial last group runs
-        # its tiles with a guard (24 panels of Whisper's fc2 in 12s, not 16 + 8: 22.1 ->
-        # 15.7 ms on Zen 3)
-        even = max(d for d in range(1, most + 1) if count % d == 0)
-        return kblock, even if 2 * even >= most else most
+            return ProductBlocks()
+        count, row_count = -(-cols // vec), -(-height // rows)
+        panel = kblock * vec * size
+        row_tiles = max((t for t in (1, 2, 4, 8)
+                         if t * rows * kblock * size <= self.res.l2_bytes // 8), default=1)
+        while True:
+            group = 2 * self.res.l2_bytes if row_tiles > 1 else min(half, PANEL_GROUP_BYTES)
+            panels = panel_group(count, max(1, group // panel))
+            blocks = -(-row_count // row_tiles) * -(-count // panels)
+            if row_tiles == 1 or blocks >= BLOCKED_PARALLEL_MIN:
+                return ProductBlocks(kblock, row_tiles, panels)
+            row_tiles //= 2
 
     def matmul_order(self, st: Stage) -> str:
         """Which operand a thread keeps in cache while it walks the other.
@@ -678,9 +704,9 @@ class CpuRules:
         return self.choose(st, "vec", vec, options(cols, (4, 8, 16, 24, 32, 48, 64)))
 
     def tile(self, st: Stage, shape: TileShape, *, vec: int, rows: int, outer_order: str,
-             tile_cols: int = 1, kblock: int | None = None, flatten: bool = False,
-             pack: bool = False, pack_rows: bool = False, vec_axis: str = "cols",
-             cvec: int = 0, crows: int = 0,
+             tile_rows: int = 1, tile_cols: int = 1, inner_order: str = "rc",
+             kblock: int | None = None, flatten: bool = False, pack: bool = False,
+             pack_rows: bool = False, vec_axis: str = "cols", cvec: int = 0, crows: int = 0,
              unroll_reduce: bool = False, cblocks: int = 1) -> None:
         """Ask every other knob of a register tile (``vec`` is :meth:`vec_knob`'s
         answer), with the rule's choices as defaults, and build it (cpu_tile.py).
@@ -701,9 +727,9 @@ class CpuRules:
                      if shape.row else 1, options(height, (1, 2, 3, 4, 5, 6, 8, 10, 12))),
             outer_order=ask(st, "outer_order", outer_order,
                             ("natural", "cols_first", "rows_first")),
-            tile_rows=ask(st, "tile_rows", 1, (1, 2, 4, 8)),
-            tile_cols=ask(st, "tile_cols", tile_cols, options(cols, (1, 2, 4, 8, 16))),
-            inner_order=ask(st, "inner_order", "rc", ("rc", "cr")),
+            tile_rows=ask(st, "tile_rows", tile_rows, (1, 2, 4, 8)),
+            tile_cols=ask(st, "tile_cols", tile_cols, options(cols, (1, 2, 4, 8, 16, 32))),
+            inner_order=ask(st, "inner_order", inner_order, ("rc", "cr")),
             ksplit=ask(st, "ksplit", 0, options(depth - 1, (0, 4, 8, 16, 32, 64))),
             korder=ask(st, "korder", 0, tuple(range(len(shape.reduce_orders)))),
             rows_pos=ask(st, "rows_pos", "inner", ("inner", "mid")),
