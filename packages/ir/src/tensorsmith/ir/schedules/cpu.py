@@ -430,9 +430,9 @@ class CpuRules:
         On Zen 3 (AVX2) this ran 4096^3 products 164-167 -> 173-175 GFLOP/s (0.88-0.89
         -> 0.92-0.95 of OpenBLAS) against one row tile per block with the panels in half
         the L2 and blocks of k of 256 (with blocks of k of 512 there, blocks of 8 row
-        tiles, 96 KiB of ``A``, ran the same and 16 slower). Where that would leave the threads fewer than
-        :data:`BLOCKED_PARALLEL_MIN` blocks to share, the blocks of rows are shorter,
-        down to one row tile; the panels then keep to half the L2
+        tiles, 96 KiB of ``A``, ran the same and 16 slower). Where that would leave the
+        threads fewer than :data:`BLOCKED_PARALLEL_MIN` blocks to share, the blocks of
+        rows are shorter, down to one row tile; the panels then keep to half the L2
         (:data:`PANEL_GROUP_BYTES`)."""
         op = st.tensor.op
         assert op is not None
