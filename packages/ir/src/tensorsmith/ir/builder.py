@@ -8,7 +8,7 @@ import numpy as np
 
 from .errors import ModelError, ShapeError
 from .graph import Graph, Node, Value
-from .op_registry import TensorType, get_op
+from .op_registry import TensorType, get_op, tensor_bytes
 
 
 class GraphBuilder:
@@ -33,6 +33,11 @@ class GraphBuilder:
         return name
 
     def input(self, name: str, shape: tuple[int, ...], dtype: str) -> Value:
+        """A graph input; its size is checked like every inferred type's."""
+        try:
+            tensor_bytes(shape, dtype)
+        except ShapeError as e:
+            raise ShapeError(f"graph input '{name}': {e}") from None
         v = Value(self.unique(name), tuple(int(d) for d in shape), dtype)
         self.inputs.append(v)
         return v

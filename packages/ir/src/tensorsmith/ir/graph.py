@@ -9,6 +9,7 @@ the registry gives each op its type inference, NumPy reference and tensor comput
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +37,7 @@ class Value:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+        return math.prod(self.shape) * np.dtype(self.dtype).itemsize
 
     def __repr__(self) -> str:
         return f"%{self.name}: {self.dtype}{list(self.shape)}"

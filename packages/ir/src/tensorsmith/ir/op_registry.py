@@ -8,6 +8,7 @@ fuses (``pattern``), and how it lowers (``compute``: tensor expressions).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -29,10 +30,40 @@ class Pattern(IntEnum):
     OPAQUE = 8
 
 
+MAX_TENSOR_BYTES = 2**48
+"""The most bytes one tensor may take: 256 TiB, the whole 48-bit virtual address space
+of x86-64 and AArch64 (4-level paging), so no process could ever hold a larger one. The
+generated code indexes in 64-bit integers; below this bound an element count, a byte
+offset, and the sum of a plan's buffers (up to 2**15 of them at this size) stay exact,
+where an unchecked product of dims wraps (768 * 48038396025285291 elements is 256 mod
+2**64) and yields an artifact that writes out of bounds."""
+
+
+def tensor_bytes(shape: Sequence[int], dtype: str) -> int:
+    """The bytes of a tensor, computed in Python ints (exact); raises ShapeError for a
+    negative dim or a size over :data:`MAX_TENSOR_BYTES`."""
+    dims = [int(d) for d in shape]
+    if any(d < 0 for d in dims):
+        raise ShapeError(f"shape {dims} has a negative dimension")
+    count = math.prod(dims)
+    size = count * np.dtype(dtype).itemsize
+    if size > MAX_TENSOR_BYTES:
+        raise ShapeError(f"a {dtype}{dims} tensor has {count} elements ({size} bytes), over "
+                         "the limit of 2**48 bytes (256 TiB) per tensor")
+    return size
+
+
 @dataclass(frozen=True)
 class TensorType:
+    """A shape (Python ints) and dtype. Every type an op's ``infer`` returns is built
+    here, so the size check on construction guards every inferred shape at one place."""
+
     shape: tuple[int, ...]
     dtype: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        tensor_bytes(self.shape, self.dtype)
 
     def __repr__(self) -> str:
         return f"{self.dtype}{list(self.shape)}"

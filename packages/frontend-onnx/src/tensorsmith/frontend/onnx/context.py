@@ -16,6 +16,7 @@ which runs after the binding.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,6 +33,12 @@ from .dtypes import check_numpy_dtype
 FOLD_LIMIT = 4096
 """Ops whose inputs and outputs are constants of at most this many elements are folded at
 import; larger constant work (transposing a weight) is left to the folding pass."""
+
+MAX_CONSTANT_BYTES = 2**31
+"""The most bytes of one constant the importer computes (ConstantOfShape, Range, EyeLike,
+Resize's weights): 2 GiB, the most a whole ONNX protobuf holds, so no exporter writes a
+larger constant into a graph. A larger one comes from a wrong or hostile shape, and
+building it would exhaust memory long before code generation could refuse it."""
 
 
 class ConstantRequiredError(ModelError):
@@ -142,10 +149,19 @@ class NodeContext:
         """A ModelError naming this node; ``raise ctx.error(...)``."""
         return ModelError(f"{self.where}: {message}")
 
+    def check_constant(self, shape: Sequence[int], dtype: str, what: str) -> None:
+        """Refuse, before it is built, a constant over :data:`MAX_CONSTANT_BYTES`."""
+        size = math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize
+        if size > MAX_CONSTANT_BYTES:
+            raise self.error(f"{what} would be a {dtype}{[int(d) for d in shape]} constant of "
+                             f"{size} bytes, over the import limit of {MAX_CONSTANT_BYTES} "
+                             "bytes (2 GiB)")
+
     def const(self, data: Any, dtype: str | None = None, hint: str = "const") -> Value:
         """A new constant value (a scalar broadcasts against any tensor)."""
         array = np.asarray(data, dtype=dtype)
         check_numpy_dtype(str(array.dtype), f"{self.where}: constant")
+        self.check_constant(array.shape, str(array.dtype), "the result")
         v = constant_value(self.state.fresh(f"{self._base}_{hint}"), array)
         self.created[v.uid] = v
         return v
@@ -185,7 +201,7 @@ class NodeContext:
         except ShapeError as e:
             shapes = ", ".join(f"{v.dtype}{list(v.shape)}" for v in inputs)
             raise ShapeError(f"{self.where}: {e} (inputs {shapes})") from None
-        if any(int(np.prod(t.shape)) > FOLD_LIMIT for t in types):
+        if any(math.prod(t.shape) > FOLD_LIMIT for t in types):
             return None
         with np.errstate(all="ignore"):
             results = opdef.reference([v.data for v in inputs], attrs)  # type: ignore[misc]

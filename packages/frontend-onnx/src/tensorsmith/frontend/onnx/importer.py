@@ -23,7 +23,7 @@ from . import inputs as input_shapes
 from . import loader
 from .attributes import node_attributes
 from .context import ImportState, NodeContext, constant_value
-from .dtypes import check_numpy_dtype
+from .dtypes import NUMPY_TO_ONNX, ONNX_TO_NUMPY, check_numpy_dtype, onnx_type_name
 from .registry import canonical_domain, lookup, qualified
 
 
@@ -37,9 +37,44 @@ def from_onnx(model: onnx.ModelProto | str | os.PathLike[str],
     """
     proto, source = loader.load(model)
     loader.check(proto, source)
+    check_graph(proto.graph, source)
     opsets = loader.opsets(proto, source)
     check_supported(proto.graph, opsets, source)
     return _GraphImporter(proto.graph, opsets, source).run(shape)
+
+
+def check_graph(graph: onnx.GraphProto, source: str) -> None:
+    """Refuse a graph that computes nothing, and names no artifact can carry.
+
+    The checker takes a graph without nodes or outputs, and names with a NUL character,
+    which the C strings of artifacts and kernels would cut short."""
+    if not len(graph.output):
+        raise ModelError(f"{source}: the graph has no outputs, so there is nothing to compute")
+    if not len(graph.node):
+        raise ModelError(f"{source}: the graph has no nodes, so there is nothing to compile")
+    for kind, name in _all_names(graph):
+        if "\0" in name:
+            raise ModelError(f"{source}: {kind} {name!r} contains a NUL character; rename it")
+
+
+def _all_names(graph: onnx.GraphProto) -> list[tuple[str, str]]:
+    """(kind, name) of the graph, its values and nodes, and those of its subgraphs."""
+    names = [("graph", graph.name)]
+    names += [("input", vi.name) for vi in graph.input]
+    names += [("output", vi.name) for vi in graph.output]
+    names += [("initializer", t.name) for t in graph.initializer]
+    for node in graph.node:
+        names.append(("node", node.name))
+        names += [(f"tensor of node {node.name!r}", n) for n in (*node.input, *node.output)]
+        for attr in node.attribute:
+            names += [n for g in _subgraphs(attr) for n in _all_names(g)]
+    return names
+
+
+def _subgraphs(attr: onnx.AttributeProto) -> list[onnx.GraphProto]:
+    if attr.type == onnx.AttributeProto.GRAPH:
+        return [attr.g]
+    return list(attr.graphs) if attr.type == onnx.AttributeProto.GRAPHS else []
 
 
 def check_supported(graph: onnx.GraphProto, opsets: Mapping[str, int], source: str) -> None:
@@ -82,7 +117,7 @@ class _GraphImporter:
             self.state.env[name] = self.state.builder.input(name, static, dtype)
         for index, node in enumerate(self.graph.node):
             self._convert(index, node)
-        outputs = [self._output(vi.name) for vi in self.graph.output]
+        outputs = [self._output(vi) for vi in self.graph.output]
         return self.state.builder.finish(outputs), params
 
     def _initializers(self) -> dict[str, np.ndarray]:
@@ -143,11 +178,17 @@ class _GraphImporter:
             raise ModelError(f"{where}: the subgraph never produces {', '.join(missing)}")
         return [self.state.env[o.name] for o in graph.output]
 
-    def _output(self, name: str) -> Value:
-        """The value of graph output ``name``, named ``name`` (a copy where aliased)."""
+    def _output(self, vi: onnx.ValueInfoProto) -> Value:
+        """The value of graph output ``vi``, named as it (a copy where aliased)."""
+        name = vi.name
         v = self.state.env.get(name)
         if v is None:
             raise ModelError(f"{self.source}: graph output '{name}' is never produced")
+        declared = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
+        if declared and ONNX_TO_NUMPY.get(declared) != v.dtype:
+            raise ModelError(f"{self.source}: graph output '{name}' is declared "
+                             f"{onnx_type_name(declared)}, but the model computes it as "
+                             f"{onnx_type_name(NUMPY_TO_ONNX[v.dtype])} ({v.dtype})")
         if v.name == name:  # includes an input returned as is: build copies those
             return v
         return self.state.builder.add("copy", [v], {}, name=name, out_names=[name],
@@ -161,9 +202,6 @@ def _names(graph: onnx.GraphProto) -> set[str]:
     for node in graph.node:
         names.update(n for n in (*node.input, *node.output) if n)
         for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                names |= _names(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    names |= _names(g)
+            for g in _subgraphs(attr):
+                names |= _names(g)
     return names

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -29,10 +30,10 @@ def ravel(idx: Sequence[Expr], shape: Sequence[int]) -> Expr:
 
 def _reshape_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     x = inputs[0]
-    shape = tuple(attrs["shape"])
-    check(int(np.prod(shape)) == int(np.prod(x.shape)),
-          f"cannot reshape {list(x.shape)} ({int(np.prod(x.shape))} elements) to "
-          f"{list(shape)} ({int(np.prod(shape))} elements)")
+    shape = tuple(int(d) for d in attrs["shape"])
+    check(math.prod(shape) == math.prod(x.shape),
+          f"cannot reshape {list(x.shape)} ({math.prod(x.shape)} elements) to "
+          f"{list(shape)} ({math.prod(shape)} elements)")
     return [TensorType(shape, x.dtype)]
 
 

@@ -3,6 +3,8 @@ ConstantOfShape, Range, NonZero, EyeLike, and the masks of Trilu and OneHot."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tensorsmith.ir.graph import Value
@@ -39,6 +41,7 @@ def convert_constant_of_shape(ctx: NodeContext) -> Value:
     fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
     if fill.size != 1:
         raise ctx.error(f"value must have one element, has {fill.size}")
+    ctx.check_constant(shape, str(fill.dtype), "the output")
     return ctx.const(np.full(shape, fill[0], dtype=fill.dtype), hint="filled")
 
 
@@ -48,7 +51,11 @@ def convert_range(ctx: NodeContext) -> Value:
     s, l, d = (v.reshape(-1)[0] for v in (start, limit, delta))
     if d == 0:
         raise ctx.error("delta is 0")
-    count = max(int(np.ceil((float(l) - float(s)) / float(d))), 0)
+    span = (float(l) - float(s)) / float(d)
+    if not math.isfinite(span):
+        raise ctx.error(f"start {s}, limit {l} and delta {d} give no finite element count")
+    count = max(math.ceil(span), 0)
+    ctx.check_constant((count,), str(start.dtype), "the output")
     values = s + np.arange(count, dtype=start.dtype) * d
     return ctx.const(values.astype(start.dtype), hint="range")
 
@@ -69,6 +76,7 @@ def convert_trilu(ctx: NodeContext) -> Value:
     k_given = ctx.optional_constant(1, "k")
     k = 0 if k_given is None else int(k_given.reshape(-1)[0])
     rows, cols = x.shape[-2:]
+    ctx.check_constant((rows, cols), "bool", "the mask")
     ones = np.ones((rows, cols), dtype=bool)
     mask = np.triu(ones, k) if int(ctx.attr("upper", 1)) else np.tril(ones, k)
     if mask.all():
@@ -85,6 +93,7 @@ def convert_eye_like(ctx: NodeContext) -> Value:
         raise ctx.error(f"needs a 2-D input, got {list(x.shape)}")
     dtype = ctx.attr("dtype")
     np_dtype = x.dtype if dtype is None else to_numpy_dtype(int(dtype), f"{ctx.where}: dtype")
+    ctx.check_constant(x.shape, np_dtype, "the output")
     return ctx.const(np.eye(*x.shape, k=int(ctx.attr("k", 0)), dtype=np_dtype), hint="eye")
 
 
@@ -96,6 +105,7 @@ def convert_one_hot(ctx: NodeContext) -> Value:
     if depth <= 0 or values.shape != (2,):
         raise ctx.error(f"needs depth > 0 and two values [off, on], got depth {depth} and "
                         f"values of shape {list(values.shape)}")
+    ctx.check_constant((depth,), "int64", "the positions")
     rank = len(indices.shape) + 1
     axis = normalize_axis(ctx, int(ctx.attr("axis", -1)), rank)
     idx = indices if indices.dtype == "int64" else ctx.add("cast", [indices],

@@ -26,6 +26,12 @@ from .common import normalize_axes, reshape
 #: upscale of UNet's 21 x 112 x 112 head as products: 8 ms on 2 cores, AVX2).
 GATHER_TAPS_MAX = 4
 
+MAX_RESIZE_POSITIONS = 2**18
+"""The most output positions along one resized axis. The weights are computed position
+by position in Python (a few microseconds each, as ONNX's reference does it), so this
+bounds the import of one axis to seconds (1 s for a linear one); it is 34 times the width
+of an 8K image, where scales of 1e6 would keep the import busy for minutes."""
+
 
 def _along_axis(ctx: NodeContext, x: Value, axis: int, weights: rw.AxisWeights,
                 fill: float) -> Value:
@@ -80,6 +86,14 @@ def _product(ctx: NodeContext, x: Value, axis: int, m: np.ndarray) -> Value:
     return reshape(ctx, y, (*x.shape[:axis], out_len, *x.shape[axis + 1:]))
 
 
+def _check_axis(ctx: NodeContext, axis: int, in_len: int, out_len: int) -> None:
+    """Refuse an axis whose weights would take too long or too much memory to compute."""
+    if out_len > MAX_RESIZE_POSITIONS:
+        raise ctx.error(f"axis {axis} resized from {in_len} to {out_len} positions, over the "
+                        f"import limit of {MAX_RESIZE_POSITIONS} output positions per axis")
+    ctx.check_constant((out_len, in_len), "float64", f"the weights of axis {axis}")
+
+
 def resize(ctx: NodeContext, x: Value, scales: list[float] | None, sizes: list[int] | None,
            roi: list[float] | None, axes: list[int] | None) -> Value:
     rank = len(x.shape)
@@ -120,6 +134,7 @@ def resize(ctx: NodeContext, x: Value, scales: list[float] | None, sizes: list[i
                 and (axis_roi is None or (math.isclose(axis_roi[0], 0.0)
                                           and math.isclose(axis_roi[1], 1.0)))):
             continue
+        _check_axis(ctx, a, x.shape[a], out_shape[a])
         try:
             weights = rw.axis_weights(x.shape[a], out_shape[a], factors[a], coeffs, transform,
                                       axis_roi, bool(ctx.attr("exclude_outside", 0)))

@@ -8,9 +8,13 @@ move data (a reshape's target, slice bounds, pads) must therefore be constants.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from tensorsmith.ir.errors import ShapeError
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.ops.broadcast import broadcast_shapes
 
 from ..context import NodeContext
 from ..registry import converter
@@ -33,8 +37,8 @@ def convert_reshape(ctx: NodeContext) -> Value:
     if shape.count(-1) > 1:
         raise ctx.error(f"shape {target} has more than one -1")
     if -1 in shape:
-        known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
-        total = int(np.prod(x.shape, dtype=np.int64))
+        known = math.prod(d for d in shape if d != -1)
+        total = math.prod(x.shape)
         if known == 0 or total % known:
             raise ctx.error(f"cannot reshape {list(x.shape)} ({total} elements) to {target}")
         shape[shape.index(-1)] = total // known
@@ -51,8 +55,7 @@ def convert_flatten(ctx: NodeContext) -> Value:
     if not -rank <= axis <= rank:
         raise ctx.error(f"axis {axis} is out of range for an input of rank {rank}")
     axis = axis + rank if axis < 0 else axis
-    rows = int(np.prod(x.shape[:axis], dtype=np.int64))
-    return reshape(ctx, x, (rows, int(np.prod(x.shape[axis:], dtype=np.int64))))
+    return reshape(ctx, x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
 
 
 @converter("Transpose", since=1)
@@ -226,10 +229,10 @@ def convert_gather(ctx: NodeContext) -> Value:
 def convert_expand(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     target = ints(ctx.constant(1, "shape"))
-    try:
-        shape = tuple(int(d) for d in np.broadcast_shapes(x.shape, tuple(target)))
-    except ValueError:
-        raise ctx.error(f"cannot expand {list(x.shape)} to {target}") from None
+    try:  # not np.broadcast_shapes: it allocates, and fails on sizes no array can have
+        shape = broadcast_shapes(x.shape, target)
+    except ShapeError as e:
+        raise ctx.error(f"cannot expand {list(x.shape)} to {target}: {e}") from None
     return x if shape == x.shape else ctx.add("expand", [x], {"shape": list(shape)})
 
 
@@ -297,7 +300,7 @@ def convert_shape(ctx: NodeContext) -> Value:
 
 @converter("Size", since=1)
 def convert_size(ctx: NodeContext) -> Value:
-    return ctx.const(np.int64(np.prod(ctx.input(0).shape, dtype=np.int64)), hint="size")
+    return ctx.const(np.int64(math.prod(ctx.input(0).shape)), hint="size")
 
 
 @converter("DepthToSpace", since=1)
