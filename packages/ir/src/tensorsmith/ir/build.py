@@ -34,7 +34,7 @@ from .passes import (
 )
 from .passes.blocked_layout import block_layouts
 from .passes.memory_plan import ALIGN
-from .records import load_best_steps
+from .records import applicable_steps
 from .schedules import default_schedule
 from .target import Target, activation_layout
 from .te.stmt import PrimFunc
@@ -50,7 +50,7 @@ def build(mod: Graph, target: str | Target = "llvm", params: Mapping[str, np.nda
     graph, groups, homes = fused_groups(mod, params, opt_level, dump, timings, tgt)
     start = time.perf_counter()
     schedule = default_schedule(tgt)
-    tuned = load_best_steps(records, tgt) if records is not None else {}
+    tuned = applicable_steps(records, tgt, groups) if records is not None else {}
     step_funcs = _lower_once_per_workload(groups, schedule, tuned, tgt.family)
     funcs = list({id(f): f for f in step_funcs}.values())
     timings.append(("lower", time.perf_counter() - start))

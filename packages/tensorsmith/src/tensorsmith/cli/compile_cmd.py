@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import sys
 import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +133,25 @@ def verbose_report(lib: Any, phases: list[tuple[str, float]]) -> str:
     return "\n".join(lines)
 
 
+@contextmanager
+def plain_record_warnings() -> Iterator[None]:
+    """Print each skipped tuning record as one ``warning:`` line on stderr: the user
+    edits the records file, not tensorsmith's source line that warned."""
+    from tensorsmith.ir.records import RecordWarning
+
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", RecordWarning)
+            yield
+    finally:
+        for w in caught:
+            if issubclass(w.category, RecordWarning):
+                print(f"warning: {w.message}", file=sys.stderr)
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
 def run(args: argparse.Namespace) -> int:
     model = existing_file(args.model, "model")
     output = writable_file(args.output or str(model.with_suffix(".so")), "artifact")
@@ -149,7 +172,8 @@ def run(args: argparse.Namespace) -> int:
     kwargs = _build_kwargs(build, args.opt_level)
     if args.records:
         kwargs["records"] = str(existing_file(args.records, "records file"))
-    lib = build(mod, target=args.target, params=params, **kwargs)
+    with plain_record_warnings():
+        lib = build(mod, target=args.target, params=params, **kwargs)
     t2 = time.perf_counter()
     lib.export_library(str(output))
     t3 = time.perf_counter()
