@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,3 +179,29 @@ def toolchain() -> Toolchain:
 def inputs() -> dict[str, object]:
     x = np.linspace(-1.0, 1.0, 1000, dtype=np.float32).reshape(1, 1000)
     return {"x": x, "s": np.array(3, dtype=np.int64)}
+
+
+@pytest.fixture
+def run_in_threads():
+    """Run each job in a thread of its own, started together; return what they raised."""
+    return _run_in_threads
+
+
+def _run_in_threads(jobs) -> list[BaseException]:
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(jobs))
+
+    def guarded(job) -> None:
+        try:
+            start.wait()
+            job()
+        except BaseException as e:  # reported by the test, not lost in the thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=guarded, args=(job,)) for job in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    return errors

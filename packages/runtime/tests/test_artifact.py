@@ -14,6 +14,7 @@ from tensorsmith.runtime.artifact import (
     FOOTER,
     FORMAT_VERSION,
     MAGIC,
+    canonical_metadata,
     read_artifact,
     write_artifact,
 )
@@ -32,6 +33,10 @@ def rewrite_metadata(path: Path, change: dict, footer_version: int = FORMAT_VERS
     data = path.read_bytes()
     _, _, _, offset, length = FOOTER.unpack(data[-FOOTER.size :])
     meta = json.loads(data[offset : offset + length]) | change
+    digest = hashlib.sha256(data[:offset])
+    if meta["format_version"] >= 2:
+        digest.update(canonical_metadata(meta))
+    meta["checksum"] = digest.hexdigest()
     raw = json.dumps(meta).encode()
     path.write_bytes(data[:offset] + raw + FOOTER.pack(MAGIC, footer_version, 0, offset, len(raw)))
 
@@ -40,30 +45,30 @@ def test_round_trip_with_sections(tmp_path: Path) -> None:
     path = write(tmp_path, b"PAYLOAD", kernels=b"\x03\x02\x23\x07spirv", source=b"__kernel")
     art = read_artifact(path)
     assert art.payload_length == 7
-    assert art.format_version == FORMAT_VERSION == 1
+    assert art.format_version == FORMAT_VERSION == 2
     assert art.target == "vulkan"
     assert art.section_names() == ["kernels", "source"]
     assert art.section("kernels") == b"\x03\x02\x23\x07spirv"
     assert art.section("source") == b"__kernel"
     assert art.metadata["sections"] == {"kernels": [7, 9], "source": [16, 8]}
     assert art.metadata["inputs"] == []
-    body = path.read_bytes()[:24]
+    body = path.read_bytes()[:24] + canonical_metadata(art.metadata)
     assert art.metadata["checksum"] == hashlib.sha256(body).hexdigest()
 
 
 def test_footer_layout(tmp_path: Path) -> None:
     data = write(tmp_path, b"P").read_bytes()
     magic, version, reserved, offset, length = struct.unpack("<8sIIQQ", data[-32:])
-    assert (magic, version, reserved) == (b"TSMART\0\0", 1, 0)
+    assert (magic, version, reserved) == (b"TSMART\0\0", FORMAT_VERSION, 0)
     assert offset == 1 and offset + length + 32 == len(data)
-    assert json.loads(data[offset : offset + length])["format_version"] == 1
+    assert json.loads(data[offset : offset + length])["format_version"] == FORMAT_VERSION
 
 
 def test_writer_fills_in_its_fields_and_keeps_the_callers_dict(tmp_path: Path) -> None:
     meta = {"target": "llvm", "format_version": 7, "checksum": "x", "sections": {"a": [0, 1]}}
     write_artifact(tmp_path / "m.so", b"", {}, meta)
     art = read_artifact(tmp_path / "m.so")
-    assert art.metadata["format_version"] == 1 and art.metadata["sections"] == {}
+    assert art.metadata["format_version"] == FORMAT_VERSION and art.metadata["sections"] == {}
     assert meta["format_version"] == 7  # not mutated
     assert art.payload_length == 0
 
@@ -142,21 +147,21 @@ def test_newer_metadata_version_names_both_versions(tmp_path: Path) -> None:
     with pytest.raises(ArtifactError) as info:
         read_artifact(path)
     message = str(info.value)
-    assert "format version 99" in message and "format version 1 at most" in message
+    assert "format version 99" in message and "format version 2 at most" in message
     assert "upgrade" in message and "tensorsmith-runtime" in message
 
 
 def test_newer_footer_version_is_refused_before_reading_metadata(tmp_path: Path) -> None:
     path = write(tmp_path)
-    rewrite_metadata(path, {"format_version": 2, "layout": "unknown"}, footer_version=2)
-    with pytest.raises(ArtifactError, match=r"format version 2, but .* reads format version 1"):
+    rewrite_metadata(path, {"format_version": 3, "layout": "unknown"}, footer_version=3)
+    with pytest.raises(ArtifactError, match=r"format version 3, but .* reads format version 2"):
         read_artifact(path)
 
 
 def test_disagreeing_versions_are_damage(tmp_path: Path) -> None:
     path = write(tmp_path)
     rewrite_metadata(path, {"format_version": 0})
-    with pytest.raises(ArtifactError, match="metadata says format version 0 and its footer 1"):
+    with pytest.raises(ArtifactError, match="metadata says format version 0 and its footer 2"):
         read_artifact(path)
 
 

@@ -2,34 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 import tensorsmith.runtime as rt
 
 
-def run_in_threads(jobs) -> list[BaseException]:
-    errors: list[BaseException] = []
-    start = threading.Barrier(len(jobs))
-
-    def guarded(job) -> None:
-        try:
-            start.wait()
-            job()
-        except BaseException as e:  # reported by the test, not lost in the thread
-            errors.append(e)
-
-    threads = [threading.Thread(target=guarded, args=(job,)) for job in jobs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "a thread hung"
-    return errors
-
-
-def test_two_models_two_threads(model_artifact) -> None:
+def test_two_models_two_threads(model_artifact, run_in_threads) -> None:
     models = [rt.load(model_artifact.path, num_threads=4) for _ in range(2)]
 
     def job(model: rt.GraphModule, seed: int) -> None:
@@ -46,7 +24,7 @@ def test_two_models_two_threads(model_artifact) -> None:
     assert not errors, errors
 
 
-def test_one_module_shared_by_threads_serializes(model_artifact) -> None:
+def test_one_module_shared_by_threads_serializes(model_artifact, run_in_threads) -> None:
     model = rt.load(model_artifact.path)
 
     def job(s: int) -> None:

@@ -23,7 +23,7 @@ def test_import_loads_nothing_heavy() -> None:
 def test_lazy_names_resolve() -> None:
     import tensorsmith.runtime as rt
 
-    assert rt.FORMAT_VERSION == 1
+    assert rt.FORMAT_VERSION == 2
     assert callable(rt.read_artifact) and callable(rt.write_artifact)
     assert rt.GraphModule.__name__ == "GraphModule"
     try:

@@ -28,12 +28,16 @@ SHADERS = Path(__file__).parent / "vulkan"
 N = 1000
 
 
-def assemble(name: str, out: Path) -> bytes:
+def assemble(name: str, out: Path, local_size: int = 64) -> bytes:
+    """The test shader ``name``, with its workgroup of ``local_size`` invocations."""
     tool = shutil.which("spirv-as")
     assert tool, "spirv-as is needed to assemble the test shaders (apt-get install spirv-tools)"
-    target = out / f"{name}.spv"
-    subprocess.run([tool, "--target-env", "vulkan1.1", str(SHADERS / f"{name}.spvasm"), "-o",
-                    str(target)], check=True)
+    source = out / f"{name}_{local_size}.spvasm"
+    source.write_text((SHADERS / f"{name}.spvasm").read_text().replace(
+        "LocalSize 64 1 1", f"LocalSize {local_size} 1 1"))
+    target = out / f"{name}_{local_size}.spv"
+    subprocess.run([tool, "--target-env", "vulkan1.1", str(source), "-o", str(target)],
+                   check=True)
     return target.read_bytes()
 
 
@@ -188,10 +192,19 @@ def test_features_the_device_lacks_are_named(model: Model) -> None:
 
 
 def test_device_limits_are_checked(model: Model) -> None:
+    """A kernel compiled for workgroups larger than the device allows (lavapipe: 1024
+    invocations) is refused by name; the plan agrees with the kernel, so only the device
+    check can catch it."""
     meta = metadata()
     meta["vulkan"]["kernels"][0]["dispatches"][0]["workgroup_size"] = [4096, 1, 1]
+    sections = {"spirv/affine": assemble("affine", model.dir, local_size=4096),
+                "spirv/relu_scale": model.spirv["relu_scale"],
+                "params": bytes(metadata()["params_bytes"])}
     with pytest.raises(DeviceError, match="needs workgroups of \\[4096, 1, 1\\] invocations"):
-        rt.load(model.write("limits.tsm", meta), device="vulkan")
+        rt.load(model.write("limits.tsm", meta, sections), device="vulkan")
+    meta["vulkan"]["kernels"][0]["dispatches"][0]["workgroup_size"] = [64, 1, 1]
+    with pytest.raises(ArtifactError, match="compiled for \\[4096, 1, 1\\]"):
+        rt.load(model.write("mismatch.tsm", meta, sections), device="vulkan")
 
 
 def run_python(code: str, env: dict[str, str] | None = None) -> str:

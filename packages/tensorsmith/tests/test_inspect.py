@@ -53,7 +53,7 @@ def test_inspect_text(artifacts) -> None:
     params = _params_bytes(artifacts["llvm"])
     for fragment in (
         "target     llvm",
-        "format     version 1",
+        "format     version 2",
         "tensorsmith-ir",
         "input float32[2,784]",
         "output float32[2,10]",
@@ -70,7 +70,7 @@ def test_inspect_json(artifacts) -> None:
     proc = tsm("inspect", artifacts["llvm"], "--json")
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
-    assert info["target_kind"] == "llvm" and info["format_version"] == 1
+    assert info["target_kind"] == "llvm" and info["format_version"] == 2
     assert info["file_bytes"] == artifacts["llvm"].stat().st_size
     assert info["inputs"] == [{"name": "input", "shape": [2, 784], "dtype": "float32"}]
     assert info["outputs"] == [{"name": "output", "shape": [2, 10], "dtype": "float32"}]

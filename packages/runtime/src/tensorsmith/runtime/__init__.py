@@ -65,11 +65,27 @@ def load(
     device before any native code is loaded. `num_threads` sets the threads of this
     artifact's parallel loops (0 = one per core; default TSM_NUM_THREADS or one per core).
     """
-    from tensorsmith.runtime.artifact import read_artifact
-    from tensorsmith.runtime.device import TARGET_OF_DEVICE, parse_device
+    from pathlib import Path
+
+    from tensorsmith.runtime.artifact import open_artifact, read_artifact_file
+    from tensorsmith.runtime.device import parse_device
+    from tensorsmith.runtime.module import GraphModule
 
     dev = parse_device(device)
-    artifact = read_artifact(path)
+    # One open file for the checks and the loading, so what runs is what was checked.
+    with open_artifact(path) as f:
+        artifact = read_artifact_file(f, Path(path))
+        _check_target(artifact, dev)
+        module = GraphModule(artifact, _executor(artifact, dev, f.fileno()), dev)
+    if num_threads is not None:
+        module.set_num_threads(num_threads)
+    return module
+
+
+def _check_target(artifact: Artifact, dev: Any) -> None:
+    """Refuse an artifact the device does not run, before any of its code is loaded."""
+    from tensorsmith.runtime.device import TARGET_OF_DEVICE
+
     wanted = TARGET_OF_DEVICE[dev.kind]
     if artifact.target != wanted:
         runs_on = [d for d, t in TARGET_OF_DEVICE.items() if t == artifact.target]
@@ -78,17 +94,12 @@ def load(
             f"artifact '{artifact.path}' was compiled for target '{artifact.target}', and "
             f"device '{dev}' runs target '{wanted}' artifacts; {hint}"
         )
-    from tensorsmith.runtime.module import GraphModule
-
-    module = GraphModule(artifact, _executor(artifact, dev), dev)
-    if num_threads is not None:
-        module.set_num_threads(num_threads)
-    return module
 
 
 # Device kind -> "module:Class" of its executor. A GPU executor is built as
-# Class(artifact, device); the CPU's CpuModel takes the artifact's path alone. Executors are
-# imported only when used, so an optional backend's dependency (pyopencl) stays optional.
+# Class(artifact, device); the CPU's CpuModel as Class(artifact, fd): the open file the
+# artifact was verified from, which it loads. Executors are imported only when used, so an
+# optional backend's dependency (pyopencl) stays optional.
 _EXECUTORS = {
     "cpu": "tensorsmith.runtime.cpu:CpuModel",
     "opencl": "tensorsmith.runtime.opencl:OpenCLModel",
@@ -96,10 +107,10 @@ _EXECUTORS = {
 }
 
 
-def _executor(artifact: Artifact, dev: Any) -> Any:
+def _executor(artifact: Artifact, dev: Any, fd: int) -> Any:
     module, _, name = _EXECUTORS[dev.kind].partition(":")
     cls = getattr(import_module(module), name)
-    return cls(artifact.path) if dev.kind == "cpu" else cls(artifact, dev)
+    return cls(artifact, fd) if dev.kind == "cpu" else cls(artifact, dev)
 
 
 def get_include() -> str:

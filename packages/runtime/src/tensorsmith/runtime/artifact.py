@@ -9,21 +9,32 @@ runtime can at least say "too new" rather than misreading a file.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
+import re
+import secrets
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from tensorsmith.runtime._version import __version__
 from tensorsmith.runtime.errors import ArtifactError
 
-__all__ = ["FORMAT_VERSION", "Artifact", "read_artifact", "write_artifact"]
+__all__ = [
+    "FORMAT_VERSION", "Artifact", "open_artifact", "read_artifact", "read_artifact_file",
+    "write_artifact",
+]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 """The newest artifact format this runtime reads, and the one it writes."""
+METADATA_CHECKSUM_SINCE = 2
+"""From this format version on the checksum covers the metadata too (docs/artifact.md);
+version 1 files, whose checksum covers the bytes before the metadata only, still load."""
 
 MAGIC = b"TSMART\0\0"
 FOOTER = struct.Struct("<8sIIQQ")  # magic, format_version, reserved, metadata offset, length
@@ -62,21 +73,28 @@ class Artifact:
     def section_names(self) -> list[str]:
         return list(self._sections)
 
+    def section_length(self, name: str) -> int:
+        """The length of one named section, without reading it."""
+        return self._span(name)[1]
+
     def section(self, name: str) -> bytes:
         """The bytes of one named section (SPIR-V, OpenCL C, GPU parameters, ...)."""
-        if name not in self._sections:
-            have = ", ".join(repr(n) for n in self._sections) or "none"
-            raise ArtifactError(
-                f"artifact '{self.path}' has no section {name!r} (its sections: {have}); "
-                "it was probably built for another target or by another tensorsmith version"
-            )
-        offset, length = self._sections[name]
+        offset, length = self._span(name)
         with open(self.path, "rb") as f:
             f.seek(offset)
             data = f.read(length)
         if len(data) != length:
             raise ArtifactError(f"artifact '{self.path}' is damaged: section {name!r} is cut short")
         return data
+
+    def _span(self, name: str) -> tuple[int, int]:
+        if name not in self._sections:
+            have = ", ".join(repr(n) for n in self._sections) or "none"
+            raise ArtifactError(
+                f"artifact '{self.path}' has no section {name!r} (its sections: {have}); "
+                "it was probably built for another target or by another tensorsmith version"
+            )
+        return self._sections[name]
 
 
 def target_kind(target: object) -> str:
@@ -95,18 +113,83 @@ def write_artifact(
     """Write an artifact: the payload, then the sections in order, metadata and footer.
 
     Fills in ``format_version``, ``sections`` (name -> [offset, length]) and ``checksum``
-    (SHA-256 of every byte before the metadata); other metadata is written as given. The
-    file is written beside its destination and renamed into place, so a reader never sees
-    half a file and a process that has the old library mapped keeps running. ``align``:
-    see :func:`finish_artifact`.
+    (SHA-256 of every byte before the metadata, then of the metadata: see
+    :func:`canonical_metadata`); other metadata is written as given. The file is written
+    beside its destination and renamed into place, so a reader never sees half a file and
+    a process that has the old library mapped keeps running. ``align``: see
+    :func:`finish_artifact`. An OS failure is an ArtifactError naming ``path``.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # A short name of its own: the destination's name plus a suffix could pass the file
+    # system's limit on a name that is itself fine.
+    tmp = path.with_name(f".tsm-{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    with export_errors(path):
+        try:
+            tmp.write_bytes(payload)
+            finish_artifact(tmp, path, sections, metadata, align)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def export_errors(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Turn an OS failure while writing the artifact at ``path`` into an ArtifactError that
+    names ``path``: the OS names the temporary file it was writing, which the user never
+    chose and cannot find."""
     try:
-        tmp.write_bytes(payload)
-        finish_artifact(tmp, path, sections, metadata, align)
-    finally:
-        tmp.unlink(missing_ok=True)
+        yield
+    except OSError as e:
+        hint = ""
+        if e.errno == errno.ENAMETOOLONG:
+            size = len(os.fsencode(Path(path).name))
+            hint = f" (its file name has {size} bytes; most file systems allow 255)"
+        raise ArtifactError(
+            f"cannot write artifact '{path}': {e.strerror or e}{hint}"
+        ) from None
+
+
+def canonical_metadata(metadata: dict[str, Any]) -> bytes:
+    """The metadata as the checksum covers it: every key but ``checksum``, as JSON with
+    sorted keys, no spaces and ASCII escapes, so a reader re-encodes exactly what the
+    writer hashed whatever whitespace or key order the file has."""
+    body = {k: v for k, v in metadata.items() if k != "checksum"}
+    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode("ascii")
+
+
+def check_metadata_text(metadata: dict[str, Any], path: str | os.PathLike[str]) -> None:
+    """Refuse metadata JSON cannot hold as UTF-8 text (a name given as bytes, or a str
+    that is not valid Unicode), naming the field, before anything is compiled or written."""
+    where = _untextual(metadata, "metadata")
+    if where is not None:
+        field_path, value = where
+        raise ArtifactError(
+            f"cannot write artifact '{path}': {field_path} is {value!r}, which is not "
+            "UTF-8 text; name graph nodes and tensors with text (str) names"
+        )
+
+
+def _untextual(value: Any, where: str) -> tuple[str, Any] | None:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return where, value
+        return None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                return f"{where} key", k
+            found = _untextual(k, f"{where} key") or _untextual(v, f"{where}.{k}")
+            if found:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            found = _untextual(v, f"{where}[{i}]")
+            if found:
+                return found
+    elif not (value is None or isinstance(value, bool | int | float)):
+        return where, value
+    return None
 
 
 def finish_artifact(payload_file: str | os.PathLike[str], path: str | os.PathLike[str],
@@ -121,6 +204,7 @@ def finish_artifact(payload_file: str | os.PathLike[str], path: str | os.PathLik
     it, covered by the checksum), so a runtime can map it straight from the file: a CPU
     artifact's weights."""
     payload_file = Path(payload_file)
+    check_metadata_text(metadata, path)
     meta = {k: v for k, v in metadata.items() if k not in _FILLED_IN}
     with open(payload_file, "rb") as f:
         digest = hashlib.file_digest(f, "sha256")
@@ -138,6 +222,7 @@ def finish_artifact(payload_file: str | os.PathLike[str], path: str | os.PathLik
     for piece in pieces:
         digest.update(piece)
     meta = {"format_version": FORMAT_VERSION, **meta, "sections": layout}
+    digest.update(canonical_metadata(meta))
     meta["checksum"] = digest.hexdigest()
     meta_bytes = json.dumps(meta, ensure_ascii=False).encode("utf-8")
     footer = FOOTER.pack(MAGIC, FORMAT_VERSION, 0, offset, len(meta_bytes))
@@ -155,23 +240,34 @@ def read_artifact(path: str | os.PathLike[str], *, verify_checksum: bool = True)
     Reads the 32-byte footer first, so a file that is no artifact is refused without
     reading it; the checksum is then streamed in 1 MiB chunks.
     """
+    with open_artifact(path) as f:
+        return read_artifact_file(f, Path(path), verify_checksum=verify_checksum)
+
+
+def open_artifact(path: str | os.PathLike[str]) -> BinaryIO:
+    """The artifact file opened for reading, or an ArtifactError saying why not. A loader
+    that must run the very bytes it verified keeps this file open: see cpu.py."""
     path = Path(path)
     try:
-        f = open(path, "rb")  # noqa: SIM115 -- closed by the with below; errors differ by cause
+        return open(path, "rb")  # noqa: SIM115 -- the caller closes it
     except FileNotFoundError:
         raise ArtifactError(f"no artifact at '{path}': the file does not exist") from None
     except IsADirectoryError:
         raise ArtifactError(f"'{path}' is a directory, not an artifact file") from None
     except OSError as e:
         raise ArtifactError(f"cannot read artifact '{path}': {e.strerror}") from None
-    with f:
-        size = os.fstat(f.fileno()).st_size
-        version, meta_offset, meta_length = _read_footer(f, path, size)
-        f.seek(meta_offset)
-        metadata = _parse_metadata(f.read(meta_length), path, version)
-        sections = _section_layout(metadata, path, meta_offset)
-        if verify_checksum:
-            _verify_checksum(f, path, meta_offset, metadata)
+
+
+def read_artifact_file(f: BinaryIO, path: Path, *, verify_checksum: bool = True) -> Artifact:
+    """:func:`read_artifact` of an already-open file (`path` names it in messages)."""
+    size = os.fstat(f.fileno()).st_size
+    version, meta_offset, meta_length = _read_footer(f, path, size)
+    f.seek(meta_offset)
+    metadata = _parse_metadata(f.read(meta_length), path, version)
+    sections = _section_layout(metadata, path, meta_offset)
+    if verify_checksum:
+        _verify_checksum(f, path, meta_offset, metadata)
+    _check_fields(metadata, path)
     payload_length = min([meta_offset] + [offset for offset, _ in sections.values()])
     return Artifact(path, metadata, payload_length, sections)
 
@@ -195,11 +291,13 @@ def _read_footer(f: Any, path: Path, size: int) -> tuple[int, int, int]:
     if size < FOOTER_SIZE:
         raise _not_an_artifact(path, f"it has only {size} bytes")
     f.seek(size - FOOTER_SIZE)
-    magic, version, _reserved, meta_offset, meta_length = FOOTER.unpack(f.read(FOOTER_SIZE))
+    magic, version, reserved, meta_offset, meta_length = FOOTER.unpack(f.read(FOOTER_SIZE))
     if magic != MAGIC:
         raise _not_an_artifact(path, "it does not end with the tensorsmith footer")
     if version > FORMAT_VERSION:
         raise _too_new(path, version)
+    if reserved != 0:
+        raise _damaged(path, f"its footer's reserved field is {reserved}, not 0")
     if version < 1:
         raise _damaged(path, f"its footer says format version {version}, which never existed")
     if meta_offset + meta_length + FOOTER_SIZE != size:
@@ -220,10 +318,15 @@ def _not_an_artifact(path: Path, why: str) -> ArtifactError:
 
 
 def _parse_metadata(raw: bytes, path: Path, footer_version: int) -> dict[str, Any]:
+    text = ""
     try:
-        metadata = json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        metadata = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise _damaged(path, f"its metadata is not valid JSON ({e})") from None
+    except RecursionError:
+        raise _damaged(path, f"its metadata field {_deepest_field(text)!r} is nested too "
+                             "deeply to read") from None
     if not isinstance(metadata, dict):
         raise _damaged(path, "its metadata is not a JSON object")
     version = metadata.get("format_version")
@@ -251,6 +354,23 @@ def _section_layout(metadata: dict[str, Any], path: Path, limit: int) -> dict[st
     return sections
 
 
+def _deepest_field(text: str) -> str:
+    """The top-level metadata key whose value holds the deepest nesting (only called
+    after the JSON parser gave up, so the scan costs nothing on good files)."""
+    depth, deepest, key, found = 0, 0, "", ""
+    for m in re.finditer(r'"(?:[^"\\]|\\.)*"\s*:?|[\[\]{}]', text):
+        token = m.group()
+        if token in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, found = depth, key
+        elif token in "]}":
+            depth -= 1
+        elif depth == 1 and token.endswith(":"):
+            key = json.loads(token.rstrip(": \t\r\n"))
+    return found or "(top level)"
+
+
 def _verify_checksum(f: Any, path: Path, length: int, metadata: dict[str, Any]) -> None:
     expected = metadata.get("checksum")
     if not isinstance(expected, str):
@@ -264,9 +384,69 @@ def _verify_checksum(f: Any, path: Path, length: int, metadata: dict[str, Any]) 
             raise _damaged(path, "it ended while reading its contents")
         digest.update(chunk)
         remaining -= len(chunk)
+    if metadata["format_version"] >= METADATA_CHECKSUM_SINCE:
+        try:
+            digest.update(canonical_metadata(metadata))
+        except (RecursionError, ValueError):
+            raise _damaged(path, "its metadata cannot be re-encoded to check it") from None
     if digest.hexdigest() != expected.lower():
         raise _damaged(
             path,
             f"its contents do not match its checksum (sha256 {digest.hexdigest()[:16]}..., "
             f"expected {expected[:16]}...)",
         )
+
+
+#: The types of the metadata keys every runtime and tool reads (docs/artifact.md); a key
+#: may be missing, but one that is there has this type, so a mistyped file is refused
+#: here, naming the field, rather than failing inside whatever reads it first.
+_ENTRIES: dict[str, dict[str, str]] = {
+    "inputs": {"name": "str", "dtype": "str", "shape": "ints", "buffer": "int"},
+    "outputs": {"name": "str", "dtype": "str", "shape": "ints", "buffer": "int"},
+    "kernels": {"name": "str", "ops": "strs", "nodes": "strs"},
+    "steps": {"kernel": "str", "name": "str", "args": "ints", "nodes": "strs"},
+    "buffers": {"kind": "str", "offset": "int", "nbytes": "int", "name": "str"},
+}
+_SCALARS = {"workspace_bytes": "int", "params_bytes": "int", "producer": "object",
+            "memory": "object", "target": "target"}
+_TYPES: dict[str, tuple[str, Any]] = {
+    "int": ("an integer >= 0", lambda v: type(v) is int and v >= 0),
+    "str": ("a string", lambda v: isinstance(v, str)),
+    "ints": ("a list of integers >= 0",
+             lambda v: isinstance(v, list) and all(type(x) is int and x >= 0 for x in v)),
+    "strs": ("a list of strings",
+             lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
+    "object": ("an object", lambda v: isinstance(v, dict)),
+    "target": ("a string or an object", lambda v: isinstance(v, str | dict)),
+}
+
+
+def _check_fields(metadata: dict[str, Any], path: Path) -> None:
+    for key, kind in _SCALARS.items():
+        if key in metadata:
+            _expect(metadata[key], kind, key, path)
+    for key, fields in _ENTRIES.items():
+        entries = metadata.get(key, [])
+        if not isinstance(entries, list):
+            raise _malformed(path, key, "a list", entries)
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, dict):
+                raise _malformed(path, f"{key}[{i}]", "an object", entry)
+            for name, kind in fields.items():
+                if name in entry:
+                    _expect(entry[name], kind, f"{key}[{i}].{name}", path)
+
+
+def _expect(value: Any, kind: str, field_path: str, path: Path) -> None:
+    description, ok = _TYPES[kind]
+    if not ok(value):
+        raise _malformed(path, field_path, description, value)
+
+
+def _malformed(path: Path, field_path: str, expected: str, value: Any) -> ArtifactError:
+    shown = repr(value)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return ArtifactError(
+        f"artifact '{path}' has malformed metadata: {field_path} should be {expected} and is "
+        f"{shown}; it was not written by a compatible tensorsmith: re-export it"
+    )

@@ -9,15 +9,18 @@ dtypes, shapes) happens above, in module.py; the C side checks sizes again regar
 
 from __future__ import annotations
 
+import _ctypes
 import ctypes
 import json
 import os
+import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tensorsmith.runtime.artifact import Artifact
 from tensorsmith.runtime.errors import ArtifactError, TensorsmithError
 
 __all__ = ["CpuModel", "TensorSpec"]
@@ -87,22 +90,11 @@ class _Library:
     tsm_model_step_name: Callable[..., Any]
     tsm_model_run_profiled: Callable[..., Any]
 
-    def __init__(self, path: Path) -> None:
-        # An absolute path: dlopen searches the library path for a bare file name.
-        loadable = _loadable_path(path)
-        try:
-            self.dll = ctypes.CDLL(loadable)
-        except OSError as e:
-            raise ArtifactError(
-                f"cannot load artifact '{path}' as a shared library: {e}. It must be built "
-                "for this machine's CPU architecture and operating system (target 'llvm')"
-            ) from None
-        finally:
-            if loadable != str(path.resolve()):
-                os.unlink(loadable)  # the mapping outlives the file
+    def __init__(self, dll: ctypes.CDLL, path: Path) -> None:
+        self.dll = dll
         for name, (restype, argtypes) in _SIGNATURES.items():
             try:
-                fn = getattr(self.dll, name)
+                fn = getattr(dll, name)
             except AttributeError:
                 raise ArtifactError(
                     f"artifact '{path}' does not export {name} of the tensorsmith C ABI; it "
@@ -116,40 +108,123 @@ class _Library:
         return message.decode("utf-8", "replace") if message else "unknown error"
 
 
-_LOADED: dict[str, tuple[int, int]] = {}  # path -> (inode, mtime) of what dlopen holds
+C_ABI_FORMAT_VERSIONS = frozenset({1, 2})
+"""Artifact format versions whose CPU library exports the C ABI this binding declares
+(version 2 changed what the checksum covers, not the library). A new format version must
+be added here deliberately: until then its libraries are refused before dlopen."""
 
 
-def _loadable_path(path: Path) -> str:
-    """The path to dlopen: the file itself, or a private copy if this process already
-    loaded a different file at the same path (dlopen would hand back the old library)."""
-    import shutil
-    import tempfile
+def check_abi(artifact: Artifact) -> None:
+    """Refuse an artifact this binding cannot call, from its metadata alone: dlopen runs the
+    library's constructors, so an incompatible library must never get that far."""
+    if artifact.target != "llvm":
+        raise ArtifactError(
+            f"artifact '{artifact.path}' was compiled for target '{artifact.target}', not "
+            "'llvm': it is not a CPU library"
+        )
+    if artifact.format_version not in C_ABI_FORMAT_VERSIONS:
+        raise ArtifactError(
+            f"artifact '{artifact.path}' has format version {artifact.format_version}, whose "
+            "C ABI this tensorsmith-runtime does not know; upgrade tensorsmith-runtime or "
+            "re-export the model"
+        )
 
-    real = str(path.resolve())
-    st = os.stat(real)
-    identity = (st.st_ino, st.st_mtime_ns)
-    seen = _LOADED.setdefault(real, identity)
-    if seen == identity:
-        return real
-    fd, copy = tempfile.mkstemp(prefix="tsm-", suffix=".so")
-    os.close(fd)
-    shutil.copyfile(real, copy)
-    return copy
+
+# dlopen handle -> [live models, descriptors named by its /proc/self/fd paths]. glibc finds
+# a loaded library by name before anything else, so a descriptor whose path named a
+# library is closed only once that library is unloaded: a reused number must never name
+# the old library for a new file.
+_HELD: dict[int, tuple[list[int], list[int]]] = {}
+_HELD_LOCK = threading.Lock()
+
+
+def _fd_path(fd: int) -> str:
+    return f"/proc/self/fd/{fd}"
+
+
+def _still_loaded(name: str) -> bool:
+    """Whether a loaded library answers to `name` or has the inode it opens (RTLD_NOLOAD
+    loads nothing)."""
+    try:
+        handle = _ctypes.dlopen(name, os.RTLD_NOLOAD | os.RTLD_LAZY)
+    except OSError:
+        return False
+    _ctypes.dlclose(handle)
+    return True
+
+
+def open_library(artifact: Artifact, fd: int) -> tuple[ctypes.CDLL, int]:
+    """dlopen the artifact through `fd`, the descriptor its checksum was verified from, so
+    the bytes loaded are the bytes verified (a file swapped in at its path since is not
+    loaded). Returns the library and the descriptor it holds until :func:`close_library`.
+
+    A file with the same inode as an already-loaded library gets that library back (glibc
+    compares inodes); a file rewritten at the same path is a new inode and a new library.
+    """
+    check_abi(artifact)
+    if not os.path.isdir("/proc/self/fd"):
+        raise ArtifactError(f"cannot load artifact '{artifact.path}': /proc is not mounted")
+    own = os.dup(fd)  # a number no loaded library's name holds: see _HELD
+    try:
+        dll = ctypes.CDLL(_fd_path(own))
+    except OSError as e:
+        os.close(own)
+        raise ArtifactError(
+            f"cannot load artifact '{artifact.path}' as a shared library: {e}. It must be "
+            "built for this machine's CPU architecture and operating system (target 'llvm')"
+        ) from None
+    with _HELD_LOCK:
+        models, fds = _HELD.setdefault(dll._handle, ([0], []))
+        models[0] += 1
+        fds.append(own)
+    return dll, own
+
+
+def close_library(handle: int) -> None:
+    """dlclose one reference to a library from :func:`open_library`; the last one unloads
+    it (its destructors join the pool's threads and unmap the weights) and closes its
+    descriptors, unless something else keeps it loaded: then they stay open."""
+    with _HELD_LOCK:
+        models, fds = _HELD[handle]
+        models[0] -= 1
+        _ctypes.dlclose(handle)
+        if models[0] > 0:
+            return
+        del _HELD[handle]
+        if any(_still_loaded(_fd_path(fd)) for fd in fds):
+            return  # loaded by someone else too: its names must stay unique
+        for fd in fds:
+            os.close(fd)
+
+
+def _release(lib: _Library, model: int) -> None:
+    """Free a model, then its reference to the library (the model's memory first: its
+    code is in the library)."""
+    lib.tsm_model_destroy(model)
+    close_library(lib.dll._handle)
 
 
 class CpuModel:
     """One model instance (its own workspace) of a CPU artifact."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.lib = _Library(path)
-        handle = self.lib.tsm_model_create()
-        if not handle:
-            raise ArtifactError(
-                f"artifact '{path}' could not create a model: {self.lib.last_error()}"
-            )
+    def __init__(self, artifact: Artifact, fd: int) -> None:
+        """`fd`: the open artifact file that `artifact` was read and verified from."""
+        self.path = path = artifact.path
+        dll, _ = open_library(artifact, fd)
+        try:
+            self.lib = _Library(dll, path)
+            handle = self.lib.tsm_model_create()
+            if not handle:
+                raise ArtifactError(
+                    f"artifact '{path}' could not create a model: {self.lib.last_error()}"
+                )
+        except BaseException:
+            close_library(dll._handle)
+            raise
         self.handle: int = handle
-        self._finalizer = weakref.finalize(self, self.lib.tsm_model_destroy, handle)
+        # Not at exit: a daemon thread may still be running the model then.
+        self._finalizer = weakref.finalize(self, _release, self.lib, handle)
+        self._finalizer.atexit = False
         self.inputs = [self._spec(i, "input") for i in range(self.lib.tsm_model_num_inputs(handle))]
         self.outputs = [
             self._spec(i, "output") for i in range(self.lib.tsm_model_num_outputs(handle))
@@ -200,4 +275,6 @@ class CpuModel:
         self._check(self.lib.tsm_set_num_threads(n))
 
     def close(self) -> None:
+        """Free the model and release the library; the caller makes sure no call is running
+        and none follows (GraphModule's lock and closed flag)."""
         self._finalizer()

@@ -15,12 +15,13 @@ class TensorsmithError(Exception):
 
 
 class ArtifactError(TensorsmithError):
-    """A file is not an artifact, is damaged, or has a format this runtime cannot read."""
+    """A file is not an artifact, is damaged, or has a format this runtime cannot read;
+    or an artifact cannot be written where the user asked."""
 
 
 class InputError(TensorsmithError):
     """A call on a loaded model got a wrong input or output name, index, dtype or shape,
-    or an input was never set."""
+    an input was never set, or the model was closed."""
 
 
 class DeviceError(TensorsmithError):

@@ -4,14 +4,17 @@ This is where inputs are checked in terms a user understands -- names, dtypes, s
 before any byte reaches native code, and where results become fresh NumPy arrays. The
 device executor below it (cpu.CpuModel today) only moves bytes. A lock makes each call
 atomic, so one module shared between threads serializes instead of racing; for parallel
-runs, load one module per thread.
+runs, load one module per thread. The same lock orders close() after any call in
+progress, and every call after close() is refused: the native model is gone by then.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +53,7 @@ class GraphModule:
         self._output_index = {t.name: i for i, t in enumerate(self._outputs)}
         self._is_set = [False] * len(self._inputs)
         self._has_run = False
+        self._closed = False
         self._lock = threading.Lock()
 
     # ---- description ------------------------------------------------------------------
@@ -71,7 +75,10 @@ class GraphModule:
     def __repr__(self) -> str:
         ins = ", ".join(f"{t.name}: {t.dtype}{list(t.shape)}" for t in self._inputs)
         outs = ", ".join(f"{t.name}: {t.dtype}{list(t.shape)}" for t in self._outputs)
-        return f"<GraphModule '{self.artifact.path}' on {self.device} ({ins}) -> ({outs})>"
+        closed = " (closed)" if self._closed else ""
+        return (
+            f"<GraphModule '{self.artifact.path}' on {self.device}{closed} ({ins}) -> ({outs})>"
+        )
 
     # ---- running ----------------------------------------------------------------------
 
@@ -79,7 +86,7 @@ class GraphModule:
         """Set one input by name or index; it keeps its value across runs."""
         index = self._input(key)
         array = _as_input_array(value, self._inputs[index])
-        with self._lock:
+        with self._open():
             self._set(index, array)
 
     def run(self, inputs: Mapping[Key, Any] | None = None) -> list[np.ndarray]:
@@ -89,7 +96,7 @@ class GraphModule:
         before any is set, so a bad one changes nothing.
         """
         prepared = self._prepare(inputs or {})
-        with self._lock:
+        with self._open():
             for index, array in prepared:
                 self._set(index, array)
             self._check_all_set()
@@ -113,7 +120,7 @@ class GraphModule:
     def get_output(self, key: Key, out: np.ndarray | None = None) -> np.ndarray:
         """An output of the last run, by name or index, as a fresh array (or into `out`)."""
         index = self._output(key)
-        with self._lock:
+        with self._open():
             return self._get(index, out)
 
     def profile(self, inputs: Mapping[Key, Any] | None = None, repeat: int = 10,
@@ -129,7 +136,7 @@ class GraphModule:
         prepared = self._prepare(inputs or {})
         runs: list[list[float]] = []
         run_ms: list[float] = []
-        with self._lock:
+        with self._open():
             for index, array in prepared:
                 self._set(index, array)
             self._check_all_set()
@@ -146,11 +153,25 @@ class GraphModule:
         """Threads for parallel loops of this artifact's models (0 = one per core)."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValueError(f"the thread count must be an int >= 0 (0 = one per core), got {n!r}")
-        self._executor.set_num_threads(n)
+        with self._open():
+            self._executor.set_num_threads(n)
 
     def close(self) -> None:
-        """Free the model's memory now rather than when it is garbage-collected."""
-        self._executor.close()
+        """Free the model now rather than when it is garbage-collected: its memory and, once
+        no other module uses it, its library and that library's threads.
+
+        Waits for a call in progress on another thread; closing twice is harmless. Every
+        call afterwards raises InputError (the native model no longer exists).
+        """
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._executor.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether close() was called (or a ``with`` block around the module ended)."""
+        return self._closed
 
     def __enter__(self) -> GraphModule:
         return self
@@ -159,6 +180,17 @@ class GraphModule:
         self.close()
 
     # ---- internals (callers hold the lock where it matters) ---------------------------
+
+    @contextmanager
+    def _open(self) -> Iterator[None]:
+        """Hold the lock of a module that is not closed: native calls are safe inside."""
+        with self._lock:
+            if self._closed:
+                raise InputError(
+                    f"the model of '{self.artifact.path}' was closed; load it again with "
+                    "tensorsmith.runtime.load(path)"
+                )
+            yield
 
     def _input(self, key: Key) -> int:
         return _resolve(key, self._input_index, len(self._inputs), "input")
@@ -219,8 +251,7 @@ def _tensors(artifact: Artifact, specs: list[TensorSpec], kind: str) -> list[_Te
     for i, spec in enumerate(specs):
         where = f"{kind[:-1]} {spec.name!r} of artifact '{artifact.path}'"
         dtype = numpy_dtype(spec.dtype, where)
-        if spec.nbytes != dtype.itemsize * int(np.prod(spec.shape, dtype=np.int64)):
-            raise ArtifactError(f"{where} has {spec.nbytes} bytes, which its shape contradicts")
+        _check_nbytes(spec, dtype, where)
         tensors.append(_Tensor(spec.name, dtype, spec.shape, spec.nbytes))
         if described is not None:
             entry = described[i] if isinstance(described, list) and i < len(described) else {}
@@ -237,6 +268,19 @@ def _tensors(artifact: Artifact, specs: list[TensorSpec], kind: str) -> list[_Te
             f"{kind}, its library {len(specs)}; re-export it"
         )
     return tensors
+
+
+def _check_nbytes(spec: TensorSpec, dtype: np.dtype, where: str) -> None:
+    """The library's byte count must be its shape's, computed in Python ints: a product in
+    int64 wraps, and a shape that wrapped to the library's count would pass."""
+    if any(d < 0 for d in spec.shape):
+        raise ArtifactError(f"{where} has a negative dimension in its shape {spec.shape}")
+    expected = math.prod(spec.shape) * dtype.itemsize
+    if spec.nbytes != expected:
+        raise ArtifactError(
+            f"{where} has {spec.nbytes} bytes, which its shape {spec.shape} contradicts "
+            f"({expected} bytes); the artifact is damaged: re-export it"
+        )
 
 
 def _info(t: _Tensor) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import re
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ from tensorsmith.runtime.artifact import Artifact
 from tensorsmith.runtime.cpu import TensorSpec
 from tensorsmith.runtime.device import Device
 from tensorsmith.runtime.errors import ArtifactError, DeviceError, TensorsmithError
+from tensorsmith.runtime.gpu_plan import Declared, GpuDispatch, GpuStep, check_plan
 
 __all__ = ["OpenCLModel", "list_devices"]
 
@@ -42,6 +44,9 @@ INSTALL_DRIVER = (
     "ocl-icd-libopencl1); for a GPU, install its vendor's OpenCL driver. Drivers register "
     "in /etc/OpenCL/vendors/*.icd (or the directory in OCL_ICD_VENDORS)"
 )
+#: A ``__kernel`` of the program: its reqd_work_group_size (if any), name and parameters.
+_KERNEL = re.compile(r"__kernel\s+(?:__attribute__\(\(reqd_work_group_size\(\s*(\d+)\s*,"
+                     r"\s*(\d+)\s*,\s*(\d+)\s*\)\)\)\s*)?void\s+(\w+)\s*\(([^)]*)\)")
 _EXTENSION_USE = {"cl_khr_fp16": "float16 arithmetic", "cl_khr_fp64": "float64 arithmetic"}
 
 
@@ -120,8 +125,15 @@ class OpenCLModel:
             self._context, self.cl_device,
             properties=cl.command_queue_properties.PROFILING_ENABLE,
         )
-        program = self._build(artifact.section(info.get("source_section", "opencl.source")),
-                              str(info.get("build_options", "")))
+        source = artifact.section(info.get("source_section", "opencl.source"))
+        params_section = info.get("params_section", "params")
+        params_bytes = (artifact.section_length(params_section)
+                        if params_section in artifact.section_names() else 0)
+        check_plan(self.path, self._meta.get("buffers", []),
+                   plan_steps(self.path, self._meta, info, source),
+                   params_bytes=params_bytes,
+                   workspace_bytes=int(self._meta.get("workspace_bytes", 0)))
+        program = self._build(source, str(info.get("build_options", "")))
         self._buffers = self._allocate(artifact, info)
         self._steps = [self._bind(program, s, info["kernels"]) for s in steps]
         self._closed = False
@@ -190,15 +202,9 @@ class OpenCLModel:
         if any(b.get("kind") == "param" for b in entries):
             params = artifact.section(info.get("params_section", "params"))
         buffers = []
-        for i, b in enumerate(entries):
+        for b in entries:
             nbytes, offset = int(b["nbytes"]), int(b["offset"])
-            if b.get("kind") == "param" and nbytes > 0:
-                if offset + nbytes > len(params):
-                    raise ArtifactError(
-                        f"artifact '{self.path}' is inconsistent: param buffer {i} lies at "
-                        f"bytes {offset}..{offset + nbytes} of a {len(params)}-byte params "
-                        "section; re-export it"
-                    )
+            if b.get("kind") == "param" and nbytes > 0:  # within params: check_plan
                 host = np.frombuffer(params, np.uint8, nbytes, offset)
                 buffers.append(cl.Buffer(self._context, mf.READ_ONLY | mf.COPY_HOST_PTR,
                                          hostbuf=host))
@@ -329,6 +335,44 @@ class OpenCLModel:
     def _check_open(self) -> None:
         if self._closed:
             raise TensorsmithError(f"the model of artifact '{self.path}' is closed")
+
+
+def plan_steps(path: Any, meta: dict[str, Any], info: dict[str, Any], source: bytes
+               ) -> list[GpuStep]:
+    """The plan's steps in the shape check_plan takes, each dispatch with what its
+    ``__kernel`` in the program declares (every step argument is a kernel argument)."""
+    declared = _declarations(source.decode("utf-8", errors="replace"))
+    steps = []
+    for s in meta.get("steps", []):
+        name = s.get("kernel")
+        table = info["kernels"].get(name)
+        if not isinstance(table, list):
+            raise ArtifactError(f"artifact '{path}' is inconsistent: step kernel {name!r} has "
+                                "no entry in its opencl dispatch table; re-export it")
+        dispatches = []
+        for d in table:
+            d = d if isinstance(d, dict) else {}
+            entry = d.get("entry")
+            grid, workgroup = _triple(d.get("grid")), _triple(d.get("workgroup"))
+            if entry not in declared or grid is None or workgroup is None:
+                raise ArtifactError(f"artifact '{path}' has a bad dispatch for kernel {name!r} "
+                                    f"(no such __kernel in its program, or a bad grid): {d!r}; "
+                                    "re-export it")
+            dispatches.append(GpuDispatch(entry, grid, workgroup, None, declared[entry]))
+        steps.append(GpuStep(str(s.get("name", name)), tuple(s.get("args", [])),
+                             tuple(dispatches)))
+    return steps
+
+
+def _declarations(source: str) -> dict[str, Declared]:
+    """Each ``__kernel``'s compiled-in workgroup size and parameter numbers."""
+    found = {}
+    for m in _KERNEL.finditer(source):
+        params = m.group(5).strip()
+        count = 0 if params in ("", "void") else params.count(",") + 1
+        size = (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m.group(1) else None
+        found[m.group(4)] = Declared(size, frozenset(range(count)))
+    return found
 
 
 def _host(address: int, nbytes: int) -> np.ndarray:

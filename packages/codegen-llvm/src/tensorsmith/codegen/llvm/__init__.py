@@ -49,16 +49,24 @@ class LLVMKernels:
         appended as section ``params`` (page-aligned, mapped by the library when loaded:
         csrc/tsm_params.c) and ``params.id`` (the random id the plan carries too, so a
         library never runs with another build's weights)."""
-        from tensorsmith.runtime.artifact import PARAMS_ALIGN, PARAMS_ID_BYTES, finish_artifact
+        from tensorsmith.runtime.artifact import (
+            PARAMS_ALIGN,
+            PARAMS_ID_BYTES,
+            check_metadata_text,
+            export_errors,
+            finish_artifact,
+        )
 
         from .link import link_shared
         from .plan_c import plan_source
 
         metadata = {**plan, "target": str(self.target)}
+        check_metadata_text(metadata, path)  # names plan.c writes into C strings too
         params_id = os.urandom(PARAMS_ID_BYTES)
         plan_c = plan_source(plan, metadata, len(params), params_id)
         where = Path(path).resolve().parent
-        with tempfile.TemporaryDirectory(prefix=".tsm-export-", dir=where) as tmp:
+        with export_errors(path), tempfile.TemporaryDirectory(prefix=".tsm-export-",
+                                                              dir=where) as tmp:
             so = Path(tmp) / "model.so"
             link_shared(lambda: self.objects, plan_c, so)
             finish_artifact(so, path, {"params": params, "params.id": params_id}, metadata,

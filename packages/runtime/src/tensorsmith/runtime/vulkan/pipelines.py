@@ -19,7 +19,7 @@ from tensorsmith.runtime.errors import ArtifactError, DeviceError
 
 from .context import DeviceContext
 from .instance import vk
-from .plan import DispatchSpec, StepSpec
+from .plan import DispatchSpec, StepSpec, is_spirv
 
 __all__ = ["DescriptorSets", "Pipeline", "Pipelines"]
 
@@ -70,7 +70,7 @@ class Pipelines:
 
     def _create(self, d: DispatchSpec, code: bytes, where: str) -> Pipeline:
         v, device = vk(), self.ctx.handle
-        if len(code) % 4 or code[:4] != b"\x03\x02\x23\x07":
+        if not is_spirv(code):
             raise ArtifactError(f"{where}: section {d.section!r} is not a SPIR-V module")
         bindings = [v.VkDescriptorSetLayoutBinding(
             binding=n, descriptorType=v.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=1,

@@ -8,17 +8,21 @@ docs/spirv-manifest.md ("The artifact's vulkan metadata").
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from tensorsmith.runtime.artifact import Artifact
 from tensorsmith.runtime.cpu import TensorSpec
 from tensorsmith.runtime.errors import ArtifactError
+from tensorsmith.runtime.gpu_plan import Declared, GpuDispatch, GpuStep, check_plan
 
 __all__ = ["METADATA_VERSION", "BufferSpec", "DispatchSpec", "StepSpec", "VulkanPlan", "parse"]
 
 #: The newest ``vulkan`` metadata version this runtime reads.
 METADATA_VERSION = 1
+#: The compiler folds wider grids into two axes (docs/spirv-manifest.md, "Limits").
+MAX_GRID = 65535
 
 
 @dataclass(frozen=True)
@@ -105,8 +109,56 @@ def parse(artifact: Artifact) -> VulkanPlan:
     features = info.get("features", [])
     if not isinstance(features, list):
         raise bad(f"vulkan features {features!r}")
-    return VulkanPlan(buffers, steps, inputs, outputs, [str(f) for f in features],
+    plan = VulkanPlan(buffers, steps, inputs, outputs, [str(f) for f in features],
                       int(meta.get("workspace_bytes", 0)), int(meta.get("params_bytes", 0)))
+    check(artifact, plan)
+    return plan
+
+
+def check(artifact: Artifact, plan: VulkanPlan) -> None:
+    """The shared GPU plan check, each dispatch against what its SPIR-V module declares."""
+    declared: dict[str, Declared] = {}
+    steps = []
+    for s in plan.steps:
+        dispatches = []
+        for d in s.dispatches:
+            if d.section not in declared:
+                code = artifact.section(d.section)
+                if not is_spirv(code):
+                    raise ArtifactError(f"artifact '{artifact.path}': section {d.section!r} "
+                                        "is not a SPIR-V module")
+                declared[d.section] = declarations(code)
+            dispatches.append(GpuDispatch(d.name, d.grid, d.workgroup, d.bindings,
+                                          declared[d.section]))
+        steps.append(GpuStep(s.name, s.args, tuple(dispatches)))
+    has_params = "params" in artifact.section_names()
+    check_plan(artifact.path, artifact.metadata.get("buffers", []), steps,
+               params_bytes=artifact.section_length("params") if has_params else 0,
+               workspace_bytes=plan.workspace_bytes, max_grid=MAX_GRID)
+
+
+def is_spirv(code: bytes) -> bool:
+    """Whether ``code`` starts like a SPIR-V module (whole words, its magic number, a
+    header)."""
+    return len(code) % 4 == 0 and len(code) >= 20 and code[:4] == b"\x03\x02\x23\x07"
+
+
+def declarations(module: bytes) -> Declared:
+    """A SPIR-V module's LocalSize and Binding numbers, read from its instructions
+    (OpExecutionMode 16 with mode LocalSize 17; OpDecorate 71 with Binding 33)."""
+    words = struct.unpack(f"<{len(module) // 4}I", module)
+    size: tuple[int, int, int] | None = None
+    bindings: set[int] = set()
+    i = 5
+    while i < len(words):
+        count, opcode = words[i] >> 16, words[i] & 0xFFFF
+        ops = words[i + 1:i + count]
+        if opcode == 16 and len(ops) >= 5 and ops[1] == 17:
+            size = (ops[2], ops[3], ops[4])
+        elif opcode == 71 and len(ops) >= 3 and ops[1] == 33:
+            bindings.add(ops[2])
+        i += max(count, 1)
+    return Declared(size, frozenset(bindings))
 
 
 def _dispatch(d: Any, nargs: int, bad: Any) -> DispatchSpec:

@@ -13,8 +13,9 @@
  * tsm_graph_plan), reads its footer, checks that the 16 bytes before the metadata are this
  * plan's id (a file replaced after loading, or a library copied without its tail, is
  * refused rather than run with weights of another build), and maps the weights read-only.
- * Reading the file then, not at tsm_model_create, matters: the Python runtime loads a
- * private copy of a re-exported artifact and deletes it once loaded.
+ * Reading the file then, not at tsm_model_create, matters: the Python runtime loads the
+ * artifact through the descriptor it verified it from (/proc/self/fd/N), a path that is
+ * only sure to name that file while the library is being loaded.
  */
 #define _GNU_SOURCE
 

@@ -51,6 +51,51 @@ const char *tsm_last_error(void) { return last_error; }
 
 /* ---- plan checks ------------------------------------------------------------------- */
 
+/* Bytes per element of a dtype name, or 0 for a name this runtime does not size. */
+static int64_t itemsize(const char *dtype) {
+  static const struct {
+    const char *name;
+    int64_t bytes;
+  } sizes[] = {{"bool", 1},    {"int8", 1},    {"uint8", 1},   {"int16", 2},  {"uint16", 2},
+               {"float16", 2}, {"bfloat16", 2}, {"int32", 4},  {"uint32", 4}, {"float32", 4},
+               {"int64", 8},   {"uint64", 8},  {"float64", 8}};
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+    if (strcmp(sizes[i].name, dtype) == 0) return sizes[i].bytes;
+  }
+  return 0;
+}
+
+/* Refuses a tensor whose byte count its shape contradicts. The product is overflow-checked:
+ * a shape whose product wrapped around to the stated byte count would otherwise pass, and
+ * a caller sizing its buffers from the shape would get far fewer bytes than it expects. */
+static int check_io_bytes(const tsm_io *io, const char *what) {
+  int64_t count = 1;
+  for (int d = 0; d < io->ndim; ++d) {
+    if (io->shape[d] < 0) {
+      return fail("tsm_model_create: %s '%s' has a negative dimension (%" PRId64 ")", what,
+                  io->name, io->shape[d]);
+    }
+    if (__builtin_mul_overflow(count, io->shape[d], &count)) {
+      return fail("tsm_model_create: %s '%s' has more elements than 64 bits count; the "
+                  "artifact is damaged",
+                  what, io->name);
+    }
+  }
+  int64_t size = itemsize(io->dtype), bytes = 0;
+  if (size == 0) return 0; /* a dtype only its producer sizes: the count is still bounded */
+  if (__builtin_mul_overflow(count, size, &bytes)) {
+    return fail("tsm_model_create: %s '%s' has more bytes than 64 bits count; the artifact "
+                "is damaged",
+                what, io->name);
+  }
+  if (bytes != io->nbytes) {
+    return fail("tsm_model_create: %s '%s' has %" PRId64 " bytes, but its shape and dtype make "
+                "%" PRId64 "; the artifact is damaged",
+                what, io->name, io->nbytes, bytes);
+  }
+  return 0;
+}
+
 static int check_io(const tsm_plan *plan, const tsm_io *io, const char *what, int index) {
   if (io->name == NULL || io->dtype == NULL || io->ndim < 0 || io->nbytes < 0 ||
       (io->ndim > 0 && io->shape == NULL)) {
@@ -58,6 +103,7 @@ static int check_io(const tsm_plan *plan, const tsm_io *io, const char *what, in
                 "was built by a broken compiler",
                 what, index);
   }
+  if (check_io_bytes(io, what) != 0) return -1;
   if (io->buffer < 0 || io->buffer >= plan->num_buffers) {
     return fail("tsm_model_create: %s '%s' refers to buffer %d, but the plan has %d buffers",
                 what, io->name, io->buffer, plan->num_buffers);
