@@ -5,6 +5,7 @@ lint, type checks, the demo and benchmarks.
     nox -s demo              # compile and run the example model with the `tensorsmith` command
     nox -s lint tests runtime_only compose
     nox -s test-ir -- -k passes    # one package's tests, with pytest arguments
+    nox -s fuzz -- --cases 200 --seed 1   # the fuzz campaigns (tests/fuzz)
     nox -l                   # list the sessions
 
 Sessions install the packages from packages/<folder>; nothing has to be installed
@@ -59,7 +60,7 @@ ENTRY_POINTS = {
 }
 NAMESPACES = ("tensorsmith", "tensorsmith/frontend", "tensorsmith/codegen")
 TEST_DEPS = ["pytest>=8", "pytest-xdist", "pytest-timeout", "onnxruntime", "distributed",
-             "onnx==1.23.2"]  # the conformance record is tied to this onnx
+             "onnx==1.23.2", "hypothesis"]  # the conformance record is tied to this onnx
 # extras of the runtime the test sessions install, so the vulkan/opencl tests can run
 RUNTIME_EXTRAS = "[vulkan,opencl]"
 
@@ -123,6 +124,18 @@ def tests(session: nox.Session) -> None:
     install_stack(session, editable=True, extras=RUNTIME_EXTRAS)
     session.install(*TEST_DEPS)
     session.run("pytest", "-n", "2", *(session.posargs or _test_paths()))
+
+
+@nox.session(python=PYTHON)
+def fuzz(session: nox.Session) -> None:
+    """The seeded fuzz campaigns of tests/fuzz (mutated ONNX models, damaged artifacts,
+    tampered records, runtime misuse): a summary table, and each case that crashed, hung,
+    raised an internal error or computed a wrong result, with the seed that replays it.
+    Arguments go to the runner: -- --cases 200 --seed 1, or -- --replay onnx:1000017."""
+    _need_cc(session)
+    install_stack(session, editable=True, extras=RUNTIME_EXTRAS)
+    session.install(*TEST_DEPS)
+    session.run("python", "-m", "fuzz", *session.posargs, env={"PYTHONPATH": str(ROOT / "tests")})
 
 
 def _package_tests(folder: str):

@@ -31,6 +31,7 @@ from typing import Any
 
 from tensorsmith.runtime.winograd import TRANSFORMS
 
+from . import te
 from .errors import ModelError, TargetError
 from .lowering import constant_conv_weights, group_compute, weight_transforms, workload_key
 from .ops.winograd import eligible
@@ -164,7 +165,7 @@ def check_step(step: Any, field: str) -> None:
     _require(isinstance(step, list) and len(step) == 3, field,
              _expected("[kind, stage, args]", step))
     kind, stage, args = step
-    _require(kind in STEP_ARGS, f"{field}.kind",
+    _require(isinstance(kind, str) and kind in STEP_ARGS, f"{field}.kind",
              f"{_short(kind)} is not one of {', '.join(STEP_ARGS)}")
     _require(_is_name(stage), f"{field}.stage", _expected("a stage name", stage))
     _require(isinstance(args, list), f"{field}.args", _expected("a list", args))
@@ -225,7 +226,7 @@ def _block(value: Any, field: str) -> None:
 
 
 def _transform(value: Any, field: str) -> None:
-    _require(value is None or value in TRANSFORMS, field,
+    _require(value is None or (isinstance(value, str) and value in TRANSFORMS), field,
              f"{_short(value)} is not one of {', '.join(TRANSFORMS)}")
 
 
@@ -335,9 +336,11 @@ def applicable_steps(path: str | os.PathLike, target: Target, groups: Iterable[F
 def check_steps(group: FusedGroup, steps: Sequence[Step], family: str) -> None:
     """Raise :class:`InvalidRecord` unless ``steps`` (well-formed, see :func:`check_step`)
     replay on ``group``'s compute: every stage and loop they name exists, every split
-    stays near its loop's extent, every loop kind runs on ``family`` and on that loop."""
+    stays near its loop's extent, every loop kind runs on ``family`` and on that loop,
+    and the schedule they make lowers (a well-formed record may still leave a stage a
+    fused epilogue reads without a buffer, say)."""
     _check_transforms(group, steps)
-    _, outputs = group_compute(group, weight_transforms(list(steps)))
+    inputs, outputs = group_compute(group, weight_transforms(list(steps)))
     sched = Schedule(outputs)
     for i, step in enumerate(steps):
         field = f"steps[{i}]"
@@ -349,6 +352,11 @@ def check_steps(group: FusedGroup, steps: Sequence[Step], family: str) -> None:
         except (KeyError, ValueError, TypeError, IndexError) as e:
             raise InvalidRecord(f"{field}.args", str(e.args[0] if e.args else e)) from None
     _check_local_tiles(sched)
+    try:
+        te.lower(sched, inputs, outputs)
+    except Exception as e:  # any failure of a record's schedule is the record's fault
+        raise InvalidRecord("steps", f"the schedule does not lower ({type(e).__name__}: "
+                                     f"{e})") from None
 
 
 def _check_on_stage(sched: Schedule, step: Step, family: str, field: str) -> None:
