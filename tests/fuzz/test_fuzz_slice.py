@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fuzz.runner import BAD, CAMPAIGN_NAMES, case_seeds, run_cases, summary
-from tensorsmith.ir.records import InvalidRecord, check_record, check_step
+from tensorsmith.ir.record_checks import InvalidRecord, check_record, check_step
 
 SLICE_CASES = 30
 SLICE_SEED = 0
