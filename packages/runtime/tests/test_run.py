@@ -57,6 +57,25 @@ def test_call_by_name_and_position(model_artifact, inputs) -> None:
     assert all(np.array_equal(a, b) for a, b in zip(by_name, by_position, strict=True))
 
 
+def test_onnx_runtime_call_form(model_artifact, inputs) -> None:
+    """``run(output_names, input_feed)`` as ONNX Runtime takes it: None for every output,
+    or names picking outputs in their order; a bad name or form is an InputError."""
+    with rt.load(model_artifact.path) as m:
+        y, total = m.run(inputs)
+        got = m.run(None, inputs)
+        np.testing.assert_array_equal(got[0], y)
+        np.testing.assert_array_equal(got[1], total)
+        (only,) = m.run(["total"], inputs)
+        np.testing.assert_array_equal(only, total)
+        assert [a.shape for a in m.run(["total", "y"], inputs)] == [total.shape, y.shape]
+        with pytest.raises(rt.InputError, match="'nope'"):
+            m.run(["nope"], inputs)
+        with pytest.raises(rt.InputError, match="output_names must be None or a list"):
+            m.run("total", inputs)
+        with pytest.raises(rt.InputError, match="ONNX Runtime's form"):
+            m.run([inputs["x"], inputs["s"]])
+
+
 def test_python_scalars_and_lists_are_converted(model_artifact, inputs) -> None:
     m = rt.load(model_artifact.path)
     x_list = inputs["x"].tolist()

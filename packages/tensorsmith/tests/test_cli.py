@@ -91,12 +91,37 @@ def test_missing_artifact_file(tmp_path):
     assert_user_error(tsm("run", tmp_path / "nope.so"), "nope.so", "does not exist")
 
 
-@pytest.mark.parametrize("bad", ["input", "input:1,x", "input:0,784", ":1,2"])
+@pytest.mark.parametrize("bad", ["input", "input:1,x", "input:0,784", ":1,2", "input:[1,x]",
+                                 "input:[1,784", "input:1,784]"])
 def test_bad_input_shape_is_a_usage_error(tmp_path, bad):
     proc = tsm("compile", MLP, "--input-shape", bad, "-o", tmp_path / "x.so")
     assert proc.returncode == 2
     assert "--input-shape" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(("text", "parsed"), [
+    ("input:1,3,224,224", [("input", (1, 3, 224, 224))]),
+    ("input:[1,3,224,224]", [("input", (1, 3, 224, 224))]),  # tvmc
+    ("a:[1, 3] b:[2]", [("a", (1, 3)), ("b", (2,))]),         # tvmc, several in one value
+    ("ns:x:[4]", [("ns:x", (4,))]),
+    ("s:[]", [("s", ())]),
+])
+def test_input_shape_forms(text, parsed):
+    from tensorsmith.cli.compile_cmd import parse_input_shape
+
+    assert parse_input_shape(text) == parsed
+
+
+def test_tvmc_input_shapes_spelling(tmp_path):
+    """tvmc's `--input-shapes "input:[4,784]"` compiles the same model as ours."""
+    out = tmp_path / "tvmc.so"
+    proc = tsm("compile", MLP, "--input-shapes", f"input:[{BATCH},784]", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    import tensorsmith.runtime as rt
+
+    with rt.load(out) as m:
+        assert list(m.input_info[0]["shape"]) == [BATCH, 784]
 
 
 def test_output_folder_must_exist(tmp_path):

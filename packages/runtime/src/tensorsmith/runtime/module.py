@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -89,13 +89,20 @@ class GraphModule:
         with self._open():
             self._set(index, array)
 
-    def run(self, inputs: Mapping[Key, Any] | None = None) -> list[np.ndarray]:
+    def run(self, inputs: Mapping[Key, Any] | Sequence[str] | None = None,
+            input_feed: Mapping[Key, Any] | None = None) -> list[np.ndarray]:
         """Run the model, after setting `inputs` if given; return every output, in order.
 
         Inputs not in `inputs` keep the values set before. All given inputs are checked
         before any is set, so a bad one changes nothing.
+
+        ONNX Runtime's call works too, so code written for it runs unchanged:
+        ``run(output_names, input_feed)``, `output_names` None for every output or a list
+        of output names, returned in that order.
         """
-        prepared = self._prepare(inputs or {})
+        if input_feed is not None:
+            return self._run_named(inputs, input_feed)
+        prepared = self._prepare(inputs or {})  # type: ignore[arg-type]
         with self._open():
             for index, array in prepared:
                 self._set(index, array)
@@ -103,6 +110,17 @@ class GraphModule:
             self._executor.run()
             self._has_run = True
             return [self._get(i, None) for i in range(len(self._outputs))]
+
+    def _run_named(self, names: object, feed: Mapping[Key, Any]) -> list[np.ndarray]:
+        """ONNX Runtime's ``run(output_names, input_feed)``."""
+        if names is not None and (isinstance(names, str | bytes | Mapping)
+                                  or not isinstance(names, Sequence)
+                                  or not all(isinstance(n, str) for n in names)):
+            raise InputError("run(output_names, input_feed): output_names must be None or "
+                             f"a list of output names, got {type(names).__name__}")
+        picked = None if names is None else [self._output(n) for n in names]
+        outputs = self.run(feed)
+        return outputs if picked is None else [outputs[i] for i in picked]
 
     def __call__(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
         """``m(x)`` or ``m(input=x)``: positional inputs in graph order, or by name."""
@@ -202,6 +220,7 @@ class GraphModule:
         if not isinstance(inputs, Mapping):
             raise InputError(
                 f"inputs must be a mapping of input name to array, got {type(inputs).__name__}"
+                " (ONNX Runtime's form is run(output_names, input_feed))"
             )
         prepared = []
         for key, value in inputs.items():

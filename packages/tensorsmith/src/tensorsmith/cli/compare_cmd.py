@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tensorsmith.cli._common import CliError, existing_file
-from tensorsmith.cli.compile_cmd import TARGET_HELP, parse_input_shape
+from tensorsmith.cli.compile_cmd import TARGET_HELP, add_input_shape_argument
 
 DIVERGED = 3
 """Exit status when an output diverges (distinct from 1, a bug, and 2, a user error)."""
@@ -53,14 +53,7 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("model", help="the ONNX model file (.onnx)")
     p.add_argument("-t", "--target", default="llvm", help=TARGET_HELP)
     p.add_argument("-d", "--device", help="device to run on (default: the target's own)")
-    p.add_argument(
-        "--input-shape",
-        metavar="NAME:D1,D2,...",
-        action="append",
-        type=parse_input_shape,
-        default=[],
-        help="shape of a graph input, e.g. input:1,3,224,224 (repeatable)",
-    )
+    add_input_shape_argument(p)
     p.add_argument("-i", "--inputs", metavar="NPZ", help=".npz with one array per graph input")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
     p.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance (default: 1e-4)")

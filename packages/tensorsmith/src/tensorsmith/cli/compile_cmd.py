@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import re
 import sys
 import time
 import warnings
@@ -30,14 +31,24 @@ TARGET_HELP = (
 )
 
 
-def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    """'NAME:1,3,224,224' -> ('NAME', (1, 3, 224, 224)). NAME may itself contain ':'."""
-    name, sep, dims = text.rpartition(":")
-    if not sep or not name:
+def parse_input_shape(text: str) -> list[tuple[str, tuple[int, ...]]]:
+    """'NAME:1,3,224,224' -> [('NAME', (1, 3, 224, 224))]. Also tvmc's form, brackets
+    around the dims and several inputs in one value: 'a:[1,3,224,224] b:[1,10]'. NAME
+    may itself contain ':'."""
+    items = re.split(r"(?<=\])\s+", text.strip()) if "]" in text else [text]
+    return [_one_input_shape(item, text) for item in items]
+
+
+def _one_input_shape(item: str, text: str) -> tuple[str, tuple[int, ...]]:
+    name, sep, dims = item.rpartition(":")
+    name, dims = name.strip(), dims.strip()
+    if dims.startswith("[") and dims.endswith("]"):
+        dims = dims[1:-1].strip()
+    if not sep or not name or "[" in dims or "]" in dims:
         raise argparse.ArgumentTypeError(
-            f"expected NAME:D1,D2,... (for example input:1,3,224,224), got '{text}'"
+            "expected NAME:D1,D2,... or NAME:[D1,D2,...] (for example input:1,3,224,224), "
+            f"got '{text}'"
         )
-    dims = dims.strip()
     if not dims:
         return name, ()  # a scalar input
     shape = []
@@ -55,6 +66,22 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
             )
         shape.append(value)
     return name, tuple(shape)
+
+
+def add_input_shape_argument(p: argparse.ArgumentParser) -> None:
+    """``--input-shape`` (and tvmc's spelling, ``--input-shapes``) of compile, tune and
+    compare: repeatable, each value one input or, in tvmc's form, several."""
+    p.add_argument(
+        "--input-shape",
+        "--input-shapes",
+        dest="input_shape",
+        metavar="NAME:D1,D2,...",
+        action="extend",
+        type=parse_input_shape,
+        default=[],
+        help="shape of a graph input, e.g. input:1,3,224,224 (repeatable; tvmc's "
+        "'input:[1,3,224,224] mask:[1,10]' works too)",
+    )
 
 
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -75,14 +102,7 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="artifact to write (default: the model's name with .so)",
     )
     p.add_argument("-t", "--target", default="llvm", help=TARGET_HELP)
-    p.add_argument(
-        "--input-shape",
-        metavar="NAME:D1,D2,...",
-        action="append",
-        type=parse_input_shape,
-        default=[],
-        help="shape of a graph input, e.g. input:1,3,224,224 (repeatable)",
-    )
+    add_input_shape_argument(p)
     p.add_argument(
         "-O",
         "--opt-level",

@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from tensorsmith.cli._common import CliError, existing_file, positive_int, writable_file
-from tensorsmith.cli.compile_cmd import TARGET_HELP, parse_input_shape
+from tensorsmith.cli.compile_cmd import TARGET_HELP, add_input_shape_argument
 
 EPILOG = """\
 examples:
@@ -58,9 +58,7 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--records", metavar="PATH",
                    help="tuning records to append to (and resume from); default: the "
                    "model's name with .tune.jsonl")
-    p.add_argument("--input-shape", metavar="NAME:D1,D2,...", action="append",
-                   type=parse_input_shape, default=[],
-                   help="shape of a graph input, e.g. input:1,3,224,224 (repeatable)")
+    add_input_shape_argument(p)
     p.add_argument("-O", "--opt-level", type=int, choices=range(0, 4), metavar="N", default=2,
                    help="optimization level 0-3, as for compile (default: 2)")
     p.add_argument("--per-round", type=positive_int, default=16, metavar="N",
