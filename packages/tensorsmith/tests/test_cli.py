@@ -124,6 +124,28 @@ def test_tvmc_input_shapes_spelling(tmp_path):
         assert list(m.input_info[0]["shape"]) == [BATCH, 784]
 
 
+def test_tune_closing_hint_compiles_as_printed(tmp_path):
+    """The `apply them:` line of `tune` carries the model's input shapes and target, so
+    it runs as printed (it used to omit --input-shape and exit 2)."""
+    import argparse
+    import shlex
+    import shutil
+
+    from tensorsmith.cli.tune_cmd import compile_command
+
+    model = tmp_path / "mlp.onnx"
+    shutil.copy(MLP, model)
+    records = tmp_path / "r.jsonl"
+    records.write_text("")
+    args = argparse.Namespace(model=str(model), target="llvm", opt_level=2,
+                              input_shape=[("input", (BATCH, 784))])
+    hint = compile_command(args, records)
+    assert f"--input-shape input:{BATCH},784" in hint
+    proc = tsm(*shlex.split(hint)[1:])
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "mlp.so").exists()
+
+
 def test_output_folder_must_exist(tmp_path):
     proc = tsm("compile", MLP, "-o", tmp_path / "no" / "such" / "dir" / "x.so")
     assert_user_error(proc, "does not exist")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shlex
 from typing import Any
 
 from tensorsmith.cli._common import CliError, existing_file, positive_int, writable_file
@@ -179,8 +180,22 @@ def run(args: argparse.Namespace) -> int:
         png = records.with_suffix(".png")
         backend = plot_curves(result, png)
         print(f"tuning curves: {png} ({backend})")
-    print(f"apply them: tensorsmith compile {args.model} --records {records}")
+    print(f"apply them: {compile_command(args, records)}")
     return 0
+
+
+def compile_command(args: argparse.Namespace, records: object) -> str:
+    """The ``tensorsmith compile`` line that builds what was tuned: the same model, target,
+    input shapes and optimization level, so it works as printed."""
+    words = ["tensorsmith", "compile", str(args.model)]
+    if args.target != "llvm":
+        words += ["--target", args.target]
+    for name, shape in _shapes(args.input_shape).items():
+        words += ["--input-shape", f"{name}:{','.join(map(str, shape))}"]
+    if args.opt_level != 2:
+        words += ["-O", str(args.opt_level)]
+    words += ["--records", str(records)]
+    return shlex.join(words)
 
 
 def _choose_in_model(mod: Any, params: Any, target: Any, tasks: list[Any], records: Any,
