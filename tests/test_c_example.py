@@ -72,8 +72,7 @@ def test_c_program_matches_python_runtime_exactly(program, resnet, tmp_path) -> 
         path = tmp_path / f"{info['name']}.in.bin"
         feeds[info["name"]].tofile(path)
         files.append(path)
-    out_dir = tmp_path / "out"
-    out_dir.mkdir()
+    out_dir = tmp_path / "out"  # not made beforehand: the program makes it
 
     proc = run_program(program, artifact, *files, "--out-dir", out_dir)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -7,7 +7,8 @@
  * asks the library for its inputs and outputs (names, dtypes, shapes, byte counts) through
  * the C ABI of tensorsmith_runtime.h and nothing else. Input i is read from the i-th file,
  * which holds the tensor's raw bytes (dense, C order, host byte order: what NumPy's
- * `array.tofile(path)` writes); each output is written the same way to DIR/<name>.bin.
+ * `array.tofile(path)` writes); each output is written the same way to DIR/<name>.bin
+ * (DIR is created if it does not exist).
  * With --repeat N the model runs N more times and the mean and best latency are printed.
  *
  * Build (the header's directory comes from the Python package, or copy the header):
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "tensorsmith_runtime.h"
@@ -193,6 +195,13 @@ int main(int argc, char **argv) {
     }
   }
   if (model_path == NULL) return usage();
+  /* The output folder is made here (one level, as `mkdir DIR` would), so a first run
+     does not fail on a folder nobody has made yet. */
+  if (out_dir != NULL && mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
+    fprintf(stderr, "%s: cannot create the output folder '%s': %s\n", program, out_dir,
+            strerror(errno));
+    return 1;
+  }
 
   tsm_api api;
   void *lib = open_artifact(model_path, &api);
