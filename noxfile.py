@@ -167,7 +167,8 @@ def integration(session: nox.Session) -> None:
 
 def check_wheel(wheel: Path, folder: str) -> list[str]:
     """Problems with one wheel: files outside its own subpackage, namespace __init__.py
-    files, source files (data included) missing, entry points missing."""
+    files, source files (data included) missing, entry points missing, no LICENSE or
+    py.typed."""
     sub = PACKAGES[folder][1]
     problems: list[str] = []
     with zipfile.ZipFile(wheel) as zf:
@@ -189,6 +190,10 @@ def check_wheel(wheel: Path, folder: str) -> list[str]:
             problems.append(f"{wheel.name}: missing {rel}")
     if not any(n.endswith("/__init__.py") and n.count("/") == sub.count("/") + 1 for n in files):
         problems.append(f"{wheel.name}: no {sub}/__init__.py")
+    if not any(n.endswith(".dist-info/licenses/LICENSE") for n in dist_info):
+        problems.append(f"{wheel.name}: no LICENSE in its .dist-info")
+    if f"{sub}/py.typed" not in files:
+        problems.append(f"{wheel.name}: no {sub}/py.typed")
     if folder in ENTRY_POINTS:
         group, ep_name, value = ENTRY_POINTS[folder]
         if f"[{group}]" not in ep_text or f"{ep_name} = {value}" not in ep_text:

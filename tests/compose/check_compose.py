@@ -2,13 +2,15 @@
 
 Runs in a fresh virtual environment holding only tensorsmith-runtime,
 tensorsmith-ir, tensorsmith-frontend-onnx and tensorsmith-codegen-llvm (+ onnx).
-Checks that examples/mlp.onnx compiles and runs for llvm, and that asking for
+Checks that examples/mlp.onnx compiles and runs for llvm, that asking for
 the vulkan target fails with a message naming the distribution to install
-(tensorsmith-codegen-spirv).
+(tensorsmith-codegen-spirv), and that each installed (non-editable)
+distribution carries its LICENSE and a py.typed marker.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import sys
 import tempfile
@@ -38,7 +40,28 @@ def fail(message: str) -> int:
     return 1
 
 
+#: The distributions installed here and the subpackage each ships.
+INSTALLED = {"tensorsmith-runtime": "tensorsmith/runtime", "tensorsmith-ir": "tensorsmith/ir",
+             "tensorsmith-frontend-onnx": "tensorsmith/frontend/onnx",
+             "tensorsmith-codegen-llvm": "tensorsmith/codegen/llvm"}
+
+
+def packaging_problems() -> list[str]:
+    """Each distribution's wheel must carry the license text it declares and py.typed."""
+    problems = []
+    for dist, sub in INSTALLED.items():
+        files = {f.as_posix() for f in importlib.metadata.files(dist) or []}
+        if not any(f.endswith(".dist-info/licenses/LICENSE") for f in files):
+            problems.append(f"{dist} has no LICENSE in its metadata")
+        if f"{sub}/py.typed" not in files:
+            problems.append(f"{dist} has no {sub}/py.typed")
+    return problems
+
+
 def main() -> int:
+    problems = packaging_problems()
+    if problems:
+        return fail("; ".join(problems))
     present = [
         name
         for name in (
