@@ -324,12 +324,18 @@ def typecheck(session: nox.Session) -> None:
 def demo(session: nox.Session) -> None:
     """Install the full stack and compile, run and check the example MLP with the CLI."""
     _need_cc(session)
+    session.log("installing the eight tensorsmith distributions and what they need (numpy, "
+                "onnx, llvmlite, scikit-learn, onnxruntime for the check, ...): a few minutes "
+                "and several hundred MB on a first run; pip's progress follows")
     session.install(
         *_specs([f for f in PACKAGES if f != "tensorsmith"], editable=False),
         "packages/tensorsmith[compare]",
+        silent=False,
     )
     tmp = Path(session.create_tmp()).resolve()
     artifact = str(tmp / "mlp.so")
+    session.log("compiling examples/mlp.onnx for the CPU, running it, checking it against "
+                "ONNX Runtime")
     session.run("tensorsmith", "--version")
     session.run(
         "tensorsmith",
