@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tensorsmith.cli._common import CliError, existing_file
-from tensorsmith.cli.compile_cmd import TARGET_HELP, add_input_shape_argument
+from tensorsmith.cli.compile_cmd import TARGET_HELP, add_input_shape_argument, input_shapes
 
 DIVERGED = 3
 """Exit status when an output diverges (distinct from 1, a bug, and 2, a user error)."""
@@ -154,11 +154,7 @@ def run(args: argparse.Namespace) -> int:
     model = existing_file(args.model, "model")
     if args.rtol < 0 or args.atol < 0:
         raise CliError("--rtol and --atol must be >= 0")
-    shapes: dict[str, tuple[int, ...]] = {}
-    for name, shape in args.input_shape:
-        if name in shapes and shapes[name] != shape:
-            raise CliError(f"--input-shape given twice for '{name}' with different shapes")
-        shapes[name] = shape
+    shapes = input_shapes(args.input_shape)
     inputs = _inputs(args.inputs)
 
     from tensorsmith.cli.compare import compare

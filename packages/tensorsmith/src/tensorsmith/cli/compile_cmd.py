@@ -84,6 +84,16 @@ def add_input_shape_argument(p: argparse.ArgumentParser) -> None:
     )
 
 
+def input_shapes(pairs: list[tuple[str, tuple[int, ...]]]) -> dict[str, tuple[int, ...]]:
+    """The ``--input-shape`` values by input name; one name given two shapes is an error."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, shape in pairs:
+        if name in shapes and shapes[name] != shape:
+            raise CliError(f"--input-shape given twice for '{name}' with different shapes")
+        shapes[name] = shape
+    return shapes
+
+
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "compile",
@@ -175,11 +185,7 @@ def plain_record_warnings() -> Iterator[None]:
 def run(args: argparse.Namespace) -> int:
     model = existing_file(args.model, "model")
     output = writable_file(args.output or str(model.with_suffix(".so")), "artifact")
-    shapes: dict[str, tuple[int, ...]] = {}
-    for name, shape in args.input_shape:
-        if name in shapes and shapes[name] != shape:
-            raise CliError(f"--input-shape given twice for '{name}' with different shapes")
-        shapes[name] = shape
+    shapes = input_shapes(args.input_shape)
     verbose = bool(getattr(args, "verbose", False))
 
     # heavy imports only here, so `tensorsmith --help` stays fast

@@ -9,7 +9,7 @@ import shlex
 from typing import Any
 
 from tensorsmith.cli._common import CliError, existing_file, positive_int, writable_file
-from tensorsmith.cli.compile_cmd import TARGET_HELP, add_input_shape_argument
+from tensorsmith.cli.compile_cmd import TARGET_HELP, add_input_shape_argument, input_shapes
 
 EPILOG = """\
 examples:
@@ -93,15 +93,6 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def _shapes(pairs: list[tuple[str, tuple[int, ...]]]) -> dict[str, tuple[int, ...]]:
-    shapes: dict[str, tuple[int, ...]] = {}
-    for name, shape in pairs:
-        if name in shapes and shapes[name] != shape:
-            raise CliError(f"--input-shape given twice for '{name}' with different shapes")
-        shapes[name] = shape
-    return shapes
-
-
 def _flush(args: argparse.Namespace) -> dict[str, float]:
     """The runner's cache flush option, where the command line sets one."""
     return {} if args.cache_flush_mb is None else {"flush_mb": args.cache_flush_mb}
@@ -134,7 +125,7 @@ def _measurers(args: argparse.Namespace) -> tuple[Any, Any, Any]:
 def run(args: argparse.Namespace) -> int:
     model = existing_file(args.model, "model")
     records = writable_file(args.records or str(model.with_suffix(".tune.jsonl")), "records")
-    shapes = _shapes(args.input_shape)
+    shapes = input_shapes(args.input_shape)
     if args.timeout <= 0 or args.min_repeat_ms <= 0:
         raise CliError("--timeout and --min-repeat-ms must be positive")
     if args.cache_flush_mb is not None and args.cache_flush_mb < 0:
@@ -190,7 +181,7 @@ def compile_command(args: argparse.Namespace, records: object) -> str:
     words = ["tensorsmith", "compile", str(args.model)]
     if args.target != "llvm":
         words += ["--target", args.target]
-    for name, shape in _shapes(args.input_shape).items():
+    for name, shape in input_shapes(args.input_shape).items():
         words += ["--input-shape", f"{name}:{','.join(map(str, shape))}"]
     if args.opt_level != 2:
         words += ["-O", str(args.opt_level)]

@@ -136,8 +136,9 @@ class CpuRules:
         exponentials): computed once, a row at a time (:meth:`row_reductions`)."""
         size = math.prod(st.tensor.shape)
         readers = self.readers.get(st.tensor.uid, [])
-        broadcast = any(math.prod(r.tensor.shape) >= BROADCAST_READ_RATIO * size
-                        for r in readers)
+        # (an empty stage, a batch of 0, has no work to save: it is inlined like any other)
+        broadcast = size > 0 and any(math.prod(r.tensor.shape) >= BROADCAST_READ_RATIO * size
+                                     for r in readers)
         row_shared = len(readers) > 1 and any(_reduces_rows_of(r, st) for r in readers)
         if not (broadcast or row_shared) or self.choose(st, "inline", False, NO_YES):
             self.s.compute_inline(st.name)

@@ -75,12 +75,7 @@ RULES: dict[str, dict[str, Callable[[Any, Stage], None]]] = {
 
 def apply_rules(family: str, rules: CpuRules | GpuRules) -> Schedule:
     """Schedule every stage of ``rules.s`` by its kind's rule. A stage merged into a
-    tile's write-back has no loops of its own, so no rule and no knobs. A kernel with an
-    empty tensor (a batch of 0) keeps plain loops: its loops run zero or few times, and
-    the rules' tiles and fused write-backs assume rows to tile (a product with a fused
-    epilogue over 0 rows left an intermediate stage neither inlined nor stored)."""
-    if any(0 in st.tensor.shape for st in rules.s.stages):
-        return rules.s
+    tile's write-back has no loops of its own, so no rule and no knobs."""
     table = RULES[family]
     for st in rules.s.stages:
         if not st.merged:
