@@ -58,10 +58,12 @@ def test_unhashable_step_values_are_invalid(step: list[Any]) -> None:
         check_step(step, "steps[0]")
 
 
-@pytest.mark.parametrize(("campaign", "seed"), [("onnx", 7000139), ("records", 85)])
+@pytest.mark.parametrize(("campaign", "seed"), [("onnx", 7000139), ("records", 85),
+                                               ("records", 21000041)])
 def test_cases_the_long_session_found_now_pass(campaign: str, seed: int) -> None:
     """onnx:7000139, an MLP given a batch of 0 (a product with a fused epilogue over no
     rows left a stage neither inlined nor stored: KeyError in lowering); records:85, a
-    record whose fused epilogue reads a stage it no longer inlines (the same KeyError)."""
+    record whose fused epilogue reads a stage it no longer inlines (the same KeyError);
+    records:21000041, a record without its optional "error" field (a KeyError choosing)."""
     (result,) = run_cases([(campaign, seed)], jobs=1)
     assert result.outcome not in BAD, summary([result])

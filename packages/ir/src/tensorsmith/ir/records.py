@@ -116,7 +116,7 @@ def ranked_candidates(path: str | os.PathLike, target: Target) -> dict[str, list
     selected: dict[str, list[Candidate]] = {}
     timed: dict[str, list[tuple[float, Candidate]]] = {}
     for lineno, rec in _numbered_records(path):
-        if rec["error"] or not rec["costs"]:
+        if rec.get("error") or not rec["costs"]:  # no "error" is no error
             continue
         if Target.parse(rec["target"]).kind != target.kind:
             continue
