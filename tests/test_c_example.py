@@ -11,7 +11,6 @@ identical to ``tensorsmith.runtime``'s, not merely close.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,21 +29,13 @@ if str(ROOT) not in sys.path:  # the model builders live in bench/
 
 from bench.models import input_shapes, resnet18, sample_inputs  # noqa: E402
 
-CC = os.environ.get("CC", "cc")
 THREADS = 2
 
 
 @pytest.fixture(scope="module")
-def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """run_model built with the documented command (plus warnings as errors)."""
-    if shutil.which(CC) is None:
-        pytest.skip(f"no C compiler ({CC})")
-    exe = tmp_path_factory.mktemp("c_example") / "run_model"
-    cmd = [CC, "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", rt.get_include(),
-           str(EXAMPLE / "run_model.c"), "-o", str(exe), "-ldl"]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stderr}"
-    return exe
+def program(c_example: Path) -> Path:
+    """run_model built with the documented command (tests/conftest.py)."""
+    return c_example
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The four campaigns. Each is a function of a seed and a scratch folder that either
+"""The five campaigns. Each is a function of a seed and a scratch folder that either
 returns (the case ran: None, or why its result differs from the reference) or raises.
 The worker classifies what it raised; nothing here decides what counts as clean."""
 
@@ -22,7 +22,7 @@ from tensorsmith.ir import build, run_graph
 from tensorsmith.ir.graph import Graph
 from tensorsmith.runtime.artifact import FOOTER
 
-from .models import BASE_MODELS, mismatch, mlp, random_inputs, record_convnet
+from .models import BASE_MODELS, indexing, mismatch, mlp, random_inputs, record_convnet
 from .onnx_mutations import FIELD_MUTATIONS, INTERESTING_INTS, damage_bytes
 
 Campaign = Callable[[int, Path], "str | None"]
@@ -293,5 +293,44 @@ def misuse_case(seed: int, work: Path) -> str | None:
     return mismatch(list(got), want)
 
 
+# -- run-time indices ---------------------------------------------------------------------
+#: each indices input of models.indexing(): the extent each of its values indexes
+INDEX_EXTENTS = {"ids": (7,), "cols": (5,), "cells": (4, 5), "rows": (4,)}
+
+
+@functools.cache
+def indexing_artifact(root: Path) -> Path:
+    graph, params = from_onnx(indexing())
+    path = root / "indexing.so"
+    build(graph, "llvm", params=params).export_library(path)
+    return path
+
+
+def indices_case(seed: int, work: Path) -> str | None:
+    """Indices drawn from twice each extent on both sides: a run with any out of range
+    must raise (an InputError naming the node), one with all in range match onnxruntime."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(seed)
+    spread = rng.random() < 0.5  # half the cases mostly in range
+    feeds: dict[str, np.ndarray] = {"patch": rng.standard_normal((2, 5)).astype("float32")}
+    outside = False
+    for name, extents in INDEX_EXTENTS.items():
+        shape = {"ids": (5,), "cols": (4, 2), "cells": (3, 2), "rows": (2, 1)}[name]
+        n = np.broadcast_to(np.asarray(extents), shape)
+        wide = 2 * n if spread else n + (rng.random() < 0.2)
+        values = np.floor(rng.random(shape) * (2 * wide) - wide).astype("int64")
+        outside |= bool(np.any((values < -n) | (values >= n)))
+        feeds[name] = values
+    with rt.load(indexing_artifact(work.parent)) as module:
+        got = module.run(feeds)  # raises for any index out of range
+    if outside:
+        return "an index out of range ran without an error"
+    want = ort.InferenceSession(indexing().SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, feeds)
+    return mismatch(got, want)
+
+
 CAMPAIGNS: dict[str, Campaign] = {"onnx": onnx_case, "artifact": artifact_case,
-                                  "records": records_case, "misuse": misuse_case}
+                                  "records": records_case, "misuse": misuse_case,
+                                  "indices": indices_case}

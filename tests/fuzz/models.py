@@ -86,6 +86,30 @@ def shapes() -> onnx.ModelProto:
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5])], inits)
 
 
+def indexing() -> onnx.ModelProto:
+    """Run-time indices into every indexing op: an embedding Gather, GatherElements,
+    GatherND and a ScatterND, each of whose indices the fuzz case draws."""
+    rng = np.random.default_rng(4)
+    inits = [_weights(rng, "table", (7, 3)), _weights(rng, "grid", (4, 5))]
+    nodes = [
+        helper.make_node("Gather", ["table", "ids"], ["g"], name="gather", axis=0),
+        helper.make_node("GatherElements", ["grid", "cols"], ["e"], name="gather_elements",
+                         axis=1),
+        helper.make_node("GatherND", ["grid", "cells"], ["n"], name="gather_nd"),
+        helper.make_node("ScatterND", ["grid", "rows", "patch"], ["s"], name="scatter_nd"),
+    ]
+    int64 = TensorProto.INT64
+    return _model(
+        nodes, "indexing",
+        [helper.make_tensor_value_info("ids", int64, [5]),
+         helper.make_tensor_value_info("cols", int64, [4, 2]),
+         helper.make_tensor_value_info("cells", int64, [3, 2]),
+         helper.make_tensor_value_info("rows", int64, [2, 1]),
+         helper.make_tensor_value_info("patch", TensorProto.FLOAT, [2, 5])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape)
+         for n, shape in [("g", [5, 3]), ("e", [4, 2]), ("n", [3]), ("s", [4, 5])]], inits)
+
+
 BASE_MODELS = {"mlp": mlp, "convnet": convnet, "shapes": shapes}
 
 

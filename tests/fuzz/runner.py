@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-CAMPAIGN_NAMES = ("onnx", "artifact", "records", "misuse")
+CAMPAIGN_NAMES = ("onnx", "artifact", "records", "misuse", "indices")
 OUTCOMES = ("ok", "clean", "internal", "wrong", "crash", "hang")
 BAD = frozenset({"internal", "wrong", "crash", "hang"})
 #: Seeds of campaign run ``--seed S``: S * SEED_STRIDE + case number, so runs of

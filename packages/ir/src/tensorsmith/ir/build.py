@@ -33,6 +33,7 @@ from .passes import (
     plan_memory,
 )
 from .passes.blocked_layout import block_layouts
+from .passes.index_checks import add_index_checks
 from .passes.memory_plan import ALIGN
 from .records import applicable_steps
 from .schedules import default_schedule
@@ -42,12 +43,16 @@ from .te.stmt import PrimFunc
 
 def build(mod: Graph, target: str | Target = "llvm", params: Mapping[str, np.ndarray] | None = None,
           opt_level: int = 2, records: str | os.PathLike | None = None,
-          dump: Callable[[str, str], None] | None = None) -> CompiledModule:
-    """Compile ``mod`` for ``target``; ``params`` replace the weights of the same names."""
+          dump: Callable[[str, str], None] | None = None,
+          index_checks: bool = True) -> CompiledModule:
+    """Compile ``mod`` for ``target``; ``params`` replace the weights of the same names.
+    ``index_checks=False`` leaves out the run-time checks of indices
+    (passes/index_checks.py)."""
     tgt = Target.parse(target)
     codegen = get_codegen(tgt)  # fail before any work when the target is not installed
     timings: list[tuple[str, float]] = []
-    graph, groups, homes = fused_groups(mod, params, opt_level, dump, timings, tgt)
+    graph, groups, homes = fused_groups(mod, params, opt_level, dump, timings, tgt,
+                                        index_checks)
     start = time.perf_counter()
     schedule = default_schedule(tgt)
     tuned = applicable_steps(records, tgt, groups) if records is not None else {}
@@ -91,12 +96,14 @@ def _lower_once_per_workload(groups: list[FusedGroup], schedule: Callable[..., A
 def fused_groups(mod: Graph, params: Mapping[str, np.ndarray] | None = None, opt_level: int = 2,
                  dump: Callable[[str, str], None] | None = None,
                  timings: list[tuple[str, float]] | None = None,
-                 target: str | Target | None = None,
+                 target: str | Target | None = None, index_checks: bool = True,
                  ) -> tuple[Graph, list[FusedGroup], dict[int, View]]:
     """The optimized graph, its kernel groups and where the values that share another's
     bytes live (reshapes, Concats in place: value uid -> View), exactly as ``build``
     lowers them for ``target``: the auto-tuner extracts its tasks here, so the workloads
-    it tunes are the ones ``build`` looks up in the records."""
+    it tunes are the ones ``build`` looks up in the records. ``index_checks`` adds the
+    run-time checks of indices (after the passes, so that none of them folds a check
+    away or into another)."""
     graph = _bind_params(mod.copy(), params or {})
     _copy_passthrough_outputs(graph)
     pm = default_pipeline(opt_level)
@@ -107,6 +114,8 @@ def fused_groups(mod: Graph, params: Mapping[str, np.ndarray] | None = None, opt
         pm.add("block_layouts", lambda g: block_layouts(g, lanes), 2)
     pm.dump = dump
     graph = pm.run(graph)
+    if index_checks:
+        add_index_checks(graph)
     if timings is not None:
         timings += pm.timings
     # the CPU runtime places every plan buffer by its offset in one workspace; others
@@ -243,7 +252,7 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
         for v in g.inputs:
             if root(v) in last:
                 last[root(v)] = max(last[root(v)], step)
-    for v in graph.outputs:
+    for v in graph.results():
         if root(v) in last:
             last[root(v)] = end
     mem = plan_memory(sizes, first, last, pinned={v.uid for v in graph.inputs})
@@ -280,6 +289,8 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
         "target": str(tgt),
         "inputs": [io(v) for v in graph.inputs],
         "outputs": [io(v) for v in graph.outputs],
+        # an int32 per check, nonzero after a run that must raise the message instead
+        "checks": [{"buffer": buffer(c.flag), "message": c.message} for c in graph.checks],
         "kernels": [{"name": f.name, "ops": f.attrs.get("ops", []),
                      "nodes": f.attrs.get("nodes", [])}
                     for f in {id(f): f for f in funcs}.values()],

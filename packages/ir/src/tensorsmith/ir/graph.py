@@ -57,15 +57,32 @@ class Node:
         return f"Node({self.op} {self.name!r})"
 
 
+@dataclass(eq=False)
+class Check:
+    """A value the executors test after every run: a nonzero ``flag`` (an int32 scalar)
+    means the run was invalid, and the runtime raises ``message`` instead of returning
+    outputs (see passes/index_checks.py, which adds these for out-of-range indices)."""
+
+    flag: Value
+    message: str
+
+
 class Graph:
-    """A whole model: inputs, topologically ordered nodes, outputs."""
+    """A whole model: inputs, topologically ordered nodes, outputs, and the checks its
+    runs must pass (computed like outputs, returned to nobody)."""
 
     def __init__(self, inputs: list[Value], nodes: list[Node], outputs: list[Value],
-                 name: str = "main") -> None:
+                 name: str = "main", checks: list[Check] | None = None) -> None:
         self.inputs = inputs
         self.nodes = nodes
         self.outputs = outputs
         self.name = name
+        self.checks = checks or []
+
+    def results(self) -> list[Value]:
+        """What a run must compute and keep to its end: the outputs, then the checks'
+        flags. Fusion and memory planning treat both alike."""
+        return [*self.outputs, *(c.flag for c in self.checks)]
 
     # -- construction -------------------------------------------------------------
     @staticmethod
@@ -98,8 +115,10 @@ class Graph:
 
     def copy(self) -> Graph:
         """A structural copy: new Node and Value objects, constant data shared."""
-        inputs, nodes, outputs = copy_nodes(self.inputs, self.nodes, self.outputs)
-        return Graph(inputs, nodes, outputs, self.name)
+        inputs, nodes, results = copy_nodes(self.inputs, self.nodes, self.results())
+        n = len(self.outputs)
+        checks = [Check(flag, c.message) for flag, c in zip(results[n:], self.checks)]
+        return Graph(inputs, nodes, results[:n], self.name, checks)
 
     def verify(self) -> None:
         """Check SSA and topological order; raises ModelError naming the offending node."""
@@ -114,7 +133,7 @@ class Graph:
                     raise ModelError(f"value '{v.name}' is produced twice "
                                      f"(again by node '{node.name}')")
                 defined.add(v.uid)
-        for v in self.outputs:
+        for v in self.results():
             if not v.is_constant and v.uid not in defined:
                 raise ModelError(f"graph output '{v.name}' is never produced")
 

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 
-from .graph import Graph, Value
+from .graph import Check, Graph, Value
 
 
 def _type(v: Value) -> str:
@@ -31,6 +31,7 @@ def print_graph(g: Graph) -> str:
         args = ", ".join(_ref(v) for v in n.inputs)
         attrs = json.dumps(n.attrs, sort_keys=True, default=_jsonable) if n.attrs else ""
         lines.append(f"  {outs} = {n.op}({args}){' ' + attrs if attrs else ''}  # {n.name}")
+    lines += [f"  check {_ref(c.flag)} {json.dumps(c.message)}" for c in g.checks]
     lines.append(f"  return {', '.join(_ref(v) for v in g.outputs)}")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -65,8 +66,13 @@ def parse_graph(text: str, constants: dict[str, np.ndarray] | None = None) -> Gr
         shape, dtype = _parse_type(m.group(2), m.group(3))
         env[m.group(1)] = b.input(m.group(1), shape, dtype)
     outputs: list[Value] = []
+    checks: list[Check] = []
     for ln in lines[1:]:
         if ln == "}" or not ln:
+            continue
+        if ln.startswith("check %"):
+            ref, _, message = ln[len("check %"):].partition(" ")
+            checks.append(Check(env[ref], json.loads(message)))
             continue
         if ln.startswith("return"):
             outputs = [env[r.strip()[1:]] for r in ln[len("return"):].split(",") if r.strip()]
@@ -97,4 +103,6 @@ def parse_graph(text: str, constants: dict[str, np.ndarray] | None = None) -> Gr
         for name, v in zip(out_names, outs):
             v.name = name
             env[name] = v
-    return b.finish(outputs)
+    graph = b.finish(outputs)
+    graph.checks = checks
+    return graph

@@ -406,6 +406,7 @@ _ENTRIES: dict[str, dict[str, str]] = {
     "kernels": {"name": "str", "ops": "strs", "nodes": "strs"},
     "steps": {"kernel": "str", "name": "str", "args": "ints", "nodes": "strs"},
     "buffers": {"kind": "str", "offset": "int", "nbytes": "int", "name": "str"},
+    "checks": {"buffer": "int", "message": "str"},
 }
 _SCALARS = {"workspace_bytes": "int", "params_bytes": "int", "producer": "object",
             "memory": "object", "target": "target"}

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tensorsmith.runtime.artifact import Artifact
-from tensorsmith.runtime.errors import ArtifactError, TensorsmithError
+from tensorsmith.runtime.errors import ArtifactError, InputError, TensorsmithError
 
 __all__ = ["CpuModel", "TensorSpec"]
 
@@ -261,11 +261,11 @@ class CpuModel:
         self._check(self.lib.tsm_model_set_input(self.handle, index, address, nbytes))
 
     def run(self) -> None:
-        self._check(self.lib.tsm_model_run(self.handle))
+        self._check(self.lib.tsm_model_run(self.handle), InputError)
 
     def run_profiled(self) -> list[float]:
         times = (ctypes.c_double * max(len(self.step_names), 1))()
-        self._check(self.lib.tsm_model_run_profiled(self.handle, times))
+        self._check(self.lib.tsm_model_run_profiled(self.handle, times), InputError)
         return list(times[: len(self.step_names)])
 
     def get_output(self, index: int, address: int, nbytes: int) -> None:

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tensorsmith.runtime.errors import ArtifactError
+from tensorsmith.runtime.errors import ArtifactError, InputError
 
-__all__ = ["Declared", "GpuDispatch", "GpuStep", "check_plan"]
+__all__ = ["Declared", "GpuDispatch", "GpuStep", "RunCheck", "check_plan", "failed_check",
+           "run_checks"]
 
 Triple = tuple[int, int, int]
 
@@ -106,3 +107,33 @@ def _count(value: Any) -> bool:
 
 def _bad(path: Path, what: str) -> ArtifactError:
     return ArtifactError(f"artifact '{path}' is inconsistent: {what}; re-export it")
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    """A check of every run (the plan's ``checks``): the int32 at the start of plan
+    buffer ``buffer`` is nonzero after a run that must raise ``message`` (an index out of
+    range, naming the node) instead of giving outputs. The CPU runtime tests these in C;
+    a GPU runtime reads the flags back after its last dispatch."""
+
+    buffer: int
+    message: str
+
+
+def run_checks(path: Path, metadata: dict[str, Any]) -> list[RunCheck]:
+    """The plan's checks, each naming a buffer of at least 4 bytes (older artifacts have
+    none)."""
+    buffers = metadata.get("buffers", [])
+    checks = []
+    for i, c in enumerate(metadata.get("checks", [])):
+        buffer = c.get("buffer")
+        if not (_count(buffer) and buffer < len(buffers) and buffers[buffer].get("nbytes", 0) >= 4
+                and isinstance(c.get("message"), str)):
+            raise _bad(path, f"check {i} is {c!r}")
+        checks.append(RunCheck(buffer, c["message"]))
+    return checks
+
+
+def failed_check(path: Path, check: RunCheck) -> InputError:
+    """The error a run raises when ``check``'s flag is set."""
+    return InputError(f"artifact '{path}': {check.message}")

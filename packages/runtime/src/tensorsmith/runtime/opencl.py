@@ -32,7 +32,14 @@ from tensorsmith.runtime.artifact import Artifact
 from tensorsmith.runtime.cpu import TensorSpec
 from tensorsmith.runtime.device import Device
 from tensorsmith.runtime.errors import ArtifactError, DeviceError, TensorsmithError
-from tensorsmith.runtime.gpu_plan import Declared, GpuDispatch, GpuStep, check_plan
+from tensorsmith.runtime.gpu_plan import (
+    Declared,
+    GpuDispatch,
+    GpuStep,
+    check_plan,
+    failed_check,
+    run_checks,
+)
 
 __all__ = ["OpenCLModel", "list_devices"]
 
@@ -119,6 +126,7 @@ class OpenCLModel:
         self.outputs = [self._spec(io, "output") for io in self._meta.get("outputs", [])]
         steps = self._meta.get("steps", [])
         self.step_names = [str(s.get("name", s.get("kernel"))) for s in steps]
+        self._checks = run_checks(self.path, self._meta)
 
         self._context = cl.Context([self.cl_device])
         self._queue = cl.CommandQueue(
@@ -264,10 +272,12 @@ class OpenCLModel:
 
     def run(self) -> None:
         self._enqueue_all(record=False)
+        self._test_checks()
 
     def run_profiled(self) -> list[float]:
         """Run once; the device time of each step (sum of its dispatches), in ms."""
         events = self._enqueue_all(record=True)
+        self._test_checks()
         return [sum((e.profile.end - e.profile.start) * 1e-6 for e in step) for step in events]
 
     def get_output(self, index: int, address: int, nbytes: int) -> None:
@@ -323,6 +333,16 @@ class OpenCLModel:
                 f"{self.device_name} failed: {e}"
             ) from None
         return events
+
+    def _test_checks(self) -> None:
+        """Read each check's flag back; the first one set fails the run."""
+        flag = np.zeros(1, dtype=np.int32)
+        for check in self._checks:
+            self._copy(lambda c=check: self._cl.enqueue_copy(
+                self._queue, flag, self._buffers[c.buffer], is_blocking=True),
+                "reading a check of the run from the device")
+            if flag[0] != 0:
+                raise failed_check(self.path, check)
 
     def _copy(self, action: Any, what: str) -> None:
         try:

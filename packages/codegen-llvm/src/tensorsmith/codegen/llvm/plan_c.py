@@ -66,13 +66,18 @@ def plan_source(plan: dict[str, Any], metadata: dict[str, Any], params_bytes: in
                          f"{c_string(s['name'])}}}")
     lines.append("static const tsm_step steps[] = {\n"
                  + (",\n".join(step_rows) or "  {0, 0, 0, 0}") + "\n};")
+    checks = plan.get("checks", [])
+    check_rows = [f"  {{{c['buffer']}, {c_string(c['message'])}}}" for c in checks]
+    lines.append("static const tsm_check checks[] = {\n"
+                 + (",\n".join(check_rows) or "  {0, 0}") + "\n};")
     lines.append(c_bytes("metadata_json", json.dumps(metadata, sort_keys=True)))
     lines.append(
         "TSM_INTERNAL const tsm_plan tsm_graph_plan = {\n"
         f"  {len(plan['buffers'])}, buffers, {len(plan['steps'])}, steps,\n"
         f"  {len(plan['inputs'])}, inputs, {len(plan['outputs'])}, outputs,\n"
         f"  {plan['workspace_bytes']},\n"
-        f"  metadata_json, {params_bytes}, {{{', '.join(str(b) for b in params_id)}}}\n}};")
+        f"  metadata_json, {params_bytes}, {{{', '.join(str(b) for b in params_id)}}},\n"
+        f"  {len(checks)}, checks\n}};")
     return "\n".join(lines) + "\n"
 
 

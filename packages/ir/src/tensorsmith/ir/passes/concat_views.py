@@ -46,7 +46,7 @@ class ConcatViews:
 def concat_views(graph: Graph) -> ConcatViews:
     """Which Concats of ``graph`` run in place, and where that puts their values."""
     found = ConcatViews()
-    fixed = {v.uid for v in graph.inputs} | {v.uid for v in graph.outputs}
+    fixed = {v.uid for v in graph.inputs} | {v.uid for v in graph.results()}
     for node in reversed(graph.nodes):
         if node.op != "concat" or not _contiguous_parts(node):
             continue

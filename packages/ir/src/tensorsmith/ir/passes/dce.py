@@ -6,7 +6,7 @@ from ..graph import Graph
 
 
 def eliminate_dead_code(graph: Graph) -> Graph:
-    live = {v.uid for v in graph.outputs}
+    live = {v.uid for v in graph.results()}
     kept = []
     for node in reversed(graph.nodes):
         if any(v.uid in live for v in node.outputs):

@@ -62,7 +62,7 @@ def fuse_ops(graph: Graph, enabled: bool = True,
     """The groups of ``graph``'s nodes; ``standalone`` holds ``id()`` of nodes that must
     stay alone."""
     consumers = graph.consumers()
-    output_ids = {v.uid for v in graph.outputs}
+    output_ids = {v.uid for v in graph.results()}
     position = {id(n): i for i, n in enumerate(graph.nodes)}
     group_of: dict[int, FusedGroup] = {}  # node id -> group
     groups: list[FusedGroup] = []

@@ -13,10 +13,13 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+import numpy as np
+
 from tensorsmith.runtime.artifact import Artifact
 from tensorsmith.runtime.cpu import TensorSpec
 from tensorsmith.runtime.device import Device
 from tensorsmith.runtime.errors import ArtifactError, DeviceError, TensorsmithError
+from tensorsmith.runtime.gpu_plan import failed_check
 
 from .commands import CommandRecorder, Copy, Submitter
 from .context import DeviceContext, device_context
@@ -95,7 +98,9 @@ class VulkanModel:
         if self.mode == "staging":
             self._staging_offsets: dict[tuple[str, int], int] = {}
             up = self._pack("in", [io.tensor.nbytes for io in self.plan.inputs])
-            down = self._pack("out", [io.tensor.nbytes for io in self.plan.outputs])
+            # the checks' flags come back after the outputs (4 bytes each)
+            down = self._pack("out", [io.tensor.nbytes for io in self.plan.outputs]
+                              + [4] * len(self.plan.checks))
             r["upload"] = create_buffer(ctx, up, UPLOAD, "the input staging buffer")
             r["download"] = create_buffer(ctx, down, DOWNLOAD, "the output staging buffer")
 
@@ -184,6 +189,9 @@ class VulkanModel:
             src, offset, _ = self._resolve(io.buffer)
             copies.append((src, down, offset, self._staging_offsets[("out", i)],
                            io.tensor.nbytes))
+        for k, check in enumerate(self.plan.checks, start=len(self.plan.outputs)):
+            src, offset, _ = self._resolve(check.buffer)
+            copies.append((src, down, offset, self._staging_offsets[("out", k)], 4))
         return copies
 
     # ---- the executor interface (the same as cpu.CpuModel) -----------------------------
@@ -200,6 +208,7 @@ class VulkanModel:
     def run(self) -> None:
         self._check_open()
         self.submitter.run(f"artifact '{self.path}'")
+        self._test_checks()
 
     def run_profiled(self) -> list[float]:
         """Run once; the device time of each step (sum of its dispatches), in ms."""
@@ -219,6 +228,15 @@ class VulkanModel:
         self._finalizer()
 
     # ---- internals --------------------------------------------------------------------
+
+    def _test_checks(self) -> None:
+        """Read each check's flag back; the first one set fails the run."""
+        flag = np.zeros(1, dtype=np.int32)
+        for k, check in enumerate(self.plan.checks, start=len(self.plan.outputs)):
+            buf, offset = self._host_location("out", k, check.buffer)
+            buf.read(offset, flag.ctypes.data, 4)
+            if flag[0] != 0:
+                raise failed_check(self.path, check)
 
     def _host_location(self, kind: str, index: int, buffer: int) -> tuple[DeviceBuffer, int]:
         if self.mode == "staging":

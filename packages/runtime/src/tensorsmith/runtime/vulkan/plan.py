@@ -15,7 +15,14 @@ from typing import Any, TypeGuard
 from tensorsmith.runtime.artifact import Artifact
 from tensorsmith.runtime.cpu import TensorSpec
 from tensorsmith.runtime.errors import ArtifactError
-from tensorsmith.runtime.gpu_plan import Declared, GpuDispatch, GpuStep, check_plan
+from tensorsmith.runtime.gpu_plan import (
+    Declared,
+    GpuDispatch,
+    GpuStep,
+    RunCheck,
+    check_plan,
+    run_checks,
+)
 
 __all__ = ["METADATA_VERSION", "BufferSpec", "DispatchSpec", "StepSpec", "VulkanPlan", "parse"]
 
@@ -65,6 +72,7 @@ class VulkanPlan:
     features: list[str]
     workspace_bytes: int
     params_bytes: int
+    checks: list[RunCheck]
 
 
 def parse(artifact: Artifact) -> VulkanPlan:
@@ -110,7 +118,8 @@ def parse(artifact: Artifact) -> VulkanPlan:
     if not isinstance(features, list):
         raise bad(f"vulkan features {features!r}")
     plan = VulkanPlan(buffers, steps, inputs, outputs, [str(f) for f in features],
-                      int(meta.get("workspace_bytes", 0)), int(meta.get("params_bytes", 0)))
+                      int(meta.get("workspace_bytes", 0)), int(meta.get("params_bytes", 0)),
+                      run_checks(artifact.path, meta))
     check(artifact, plan)
     return plan
 

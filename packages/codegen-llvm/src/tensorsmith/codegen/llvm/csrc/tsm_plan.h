@@ -60,6 +60,9 @@
  *     tsm_io.nbytes is the tensor's byte size and at most its buffer's nbytes.
  *   - A step calls fn(args) where args[i] points at the start of buffer
  *     step.args[i]. Steps run in order, one after the other.
+ *   - After the last step, each check's int32 is read: the first nonzero one makes the run
+ *     fail with its message (tsm_last_error), and the outputs stay unset until a run
+ *     passes every check.
  */
 #ifndef TSM_PLAN_H
 #define TSM_PLAN_H
@@ -109,6 +112,13 @@ typedef struct {
   const char *name;      /* what the profiler reports, e.g. "fused_matmul_add_relu" */
 } tsm_step;
 
+/* A check of a run: the int32 at the start of `buffer` is nonzero after a run that must
+ * fail with `message` (an index out of range, naming the node) instead of giving outputs. */
+typedef struct {
+  int buffer;            /* index into tsm_plan.buffers; at least 4 bytes */
+  const char *message;
+} tsm_check;
+
 /* The whole execution plan of the model. */
 typedef struct {
   int num_buffers;
@@ -124,6 +134,8 @@ typedef struct {
                                 "checksum" and "sections" (known only once it is written) */
   int64_t params_bytes;      /* the weights' size: the "params" section's length */
   unsigned char params_id[16]; /* the "params.id" section: these weights are this build's */
+  int num_checks;
+  const tsm_check *checks;   /* tested after every run, in order */
 } tsm_plan;
 
 /* Defined by the generated plan.c. */

@@ -150,6 +150,17 @@ static int check_plan(const tsm_plan *plan) {
   for (int i = 0; i < plan->num_outputs; ++i) {
     if (check_io(plan, &plan->outputs[i], "output", i) != 0) return -1;
   }
+  if (plan->num_checks < 0 || (plan->num_checks > 0 && plan->checks == NULL)) {
+    return fail("tsm_model_create: the plan's checks are malformed; the artifact is damaged");
+  }
+  for (int i = 0; i < plan->num_checks; ++i) {
+    int b = plan->checks[i].buffer;
+    if (b < 0 || b >= plan->num_buffers || plan->buffers[b].nbytes < 4 ||
+        plan->checks[i].message == NULL) {
+      return fail("tsm_model_create: check %d of the plan is malformed; the artifact is damaged",
+                  i);
+    }
+  }
   for (int s = 0; s < plan->num_steps; ++s) {
     const tsm_step *step = &plan->steps[s];
     if (step->fn == NULL || step->nargs < 0 || (step->nargs > 0 && step->args == NULL)) {
@@ -318,6 +329,15 @@ static int run(tsm_model *m, double *step_ms, const char *function) {
       double start = now_ms();
       plan->steps[s].fn(m->args_of_step[s]);
       step_ms[s] = now_ms() - start;
+    }
+  }
+  for (int i = 0; i < plan->num_checks; ++i) {
+    int32_t flag;
+    memcpy(&flag, buffer_address(m, plan->checks[i].buffer), sizeof(flag));
+    if (flag != 0) {
+      m->has_run = 0; /* these outputs are not an answer */
+      release(m);
+      return fail("%s: %s", function, plan->checks[i].message);
     }
   }
   m->has_run = 1;

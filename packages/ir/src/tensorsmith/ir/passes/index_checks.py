@@ -1,0 +1,125 @@
+"""Run-time index checks: an out-of-range index is an error, as in ONNX, not a clamp.
+
+Gather, GatherElements, GatherND, ScatterElements and ScatterND take indices that may
+only be known at run time (token ids, argmax results). Their kernels clamp every index
+into the data, so a bad one can never read or write outside a buffer; but a clamped
+index gives a plausible, wrong answer where ONNX Runtime reports an error. This pass
+adds, for each such node, a small reduction that flags whether any index lies outside
+``[-n, n-1]`` (``n`` the extent it indexes), and records it as a :class:`Check` of the
+graph: computed like an output, tested by every executor after each run, which then
+raises the check's message naming the node instead of returning outputs.
+
+Indices that are constants are checked here, once, and a bad one is a ``ModelError`` at
+compile time. ``build(..., index_checks=False)`` (``--no-index-checks``) leaves the
+checks out, for a model whose indices are known good: the kernels still never touch
+memory outside their buffers, but an out-of-range index then gives an unspecified result
+(a gather clamps it to the nearest valid one, a scatter may drop its update).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelError
+from ..graph import Check, Graph, Node, Value
+from ..op_registry import TensorType, get_op
+
+#: op -> (position of the indices input, whether the last axis of the indices holds
+#: coordinates into several axes of the data, as GatherND and ScatterND do)
+INDEXED_OPS = {"gather": (1, False), "gather_elements": (1, False),
+               "scatter_elements": (1, False), "gather_nd": (1, True), "scatter_nd": (1, True)}
+
+
+def indexed_axes(node: Node) -> list[int]:
+    """The axes of the data that ``node``'s indices count in: one, or one per coordinate
+    of the indices' last axis (GatherND, ScatterND)."""
+    data, indices = node.inputs[0], node.inputs[INDEXED_OPS[node.op][0]]
+    if INDEXED_OPS[node.op][1]:
+        first = int(node.attrs.get("batch_dims", 0))
+        return list(range(first, first + indices.shape[-1]))
+    return [int(node.attrs.get("axis", 0)) % len(data.shape)]
+
+
+def _message(node: Node, indices: Value, axes: list[int]) -> str:
+    data = node.inputs[0]
+    ranges = ", ".join(f"[{-data.shape[a]}, {data.shape[a] - 1}] for axis {a}" for a in axes)
+    return (f"node '{node.name}' ({node.op}): an index in '{indices.name}' is out of range "
+            f"(ONNX allows {ranges} of '{data.name}' {data.dtype}{list(data.shape)}); check "
+            "the values given to the model (--no-index-checks, or build(index_checks=False), "
+            "leaves this check out)")
+
+
+def _out_of_range(indices: np.ndarray, bounds: list[int]) -> bool:
+    n = np.asarray(bounds, dtype=np.int64)
+    idx = indices.astype(np.int64)
+    return bool(np.any((idx < -n) | (idx >= n)))
+
+
+def add_index_checks(graph: Graph) -> Graph:
+    """Add a :class:`Check` to ``graph`` for each indexed node whose indices come at run
+    time; raise ``ModelError`` for constant indices out of range."""
+    names = {v.name for n in graph.nodes for v in (*n.inputs, *n.outputs)}
+    names.update(v.name for v in graph.inputs)
+    added: list[Node] = []
+
+    def fresh(base: str) -> str:
+        name, k = base, 0
+        while name in names:
+            k += 1
+            name = f"{base}_{k}"
+        names.add(name)
+        return name
+
+    def add(op: str, inputs: list[Value], attrs: dict[str, Any], name: str) -> Value:
+        types = get_op(op).infer([TensorType(v.shape, v.dtype) for v in inputs], attrs)
+        node = Node(op, inputs, [], attrs, name)
+        node.outputs = [Value(fresh(name), t.shape, t.dtype, producer=node) for t in types]
+        added.append(node)
+        return node.outputs[0]
+
+    for node in graph.nodes:
+        if node.op not in INDEXED_OPS:
+            continue
+        indices = node.inputs[INDEXED_OPS[node.op][0]]
+        axes = indexed_axes(node)
+        bounds = [node.inputs[0].shape[a] for a in axes]
+        if indices.data is not None:
+            if _out_of_range(indices.data, bounds):
+                raise ModelError(_message(node, indices, axes))
+            continue
+        if 0 in indices.shape or _never_out_of_range(indices.dtype, bounds):
+            continue
+        # flag = max(int32(indices < lowest | indices >= end)): 1 if any is out of range
+        prefix = f"{node.name}_index_check"
+        if max(bounds) > np.iinfo(np.dtype(indices.dtype)).max:  # a limit the type lacks
+            indices = add("cast", [indices], {"dtype": "int64"}, f"{prefix}_wide")
+        lowest, end = _limits(indices.dtype, bounds)
+        below = add("lt", [indices, Graph.constant(fresh(f"{prefix}_lowest"), lowest)], {},
+                    f"{prefix}_below")
+        above = add("ge", [indices, Graph.constant(fresh(f"{prefix}_end"), end)], {},
+                    f"{prefix}_above")
+        outside = add("or", [below, above], {}, f"{prefix}_outside")
+        as_int = add("cast", [outside], {"dtype": "int32"}, f"{prefix}_int")
+        flag = add("reduce_max", [as_int], {"keepdims": False}, f"{prefix}_any")
+        graph.checks.append(Check(flag, _message(node, indices, axes)))
+    graph.nodes += added
+    return graph
+
+
+def _never_out_of_range(dtype: str, bounds: list[int]) -> bool:
+    """Whether every value of ``dtype`` is a valid index (an int32 index into an axis of
+    more than 2**31 elements can never be out of range)."""
+    info = np.iinfo(np.dtype(dtype))
+    return all(-n <= info.min and info.max <= n - 1 for n in bounds)
+
+
+def _limits(dtype: str, bounds: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The lowest valid index and one past the highest, in ``dtype``: scalars for one
+    bound, vectors along the indices' last axis for several."""
+    lowest = np.asarray([-n for n in bounds], dtype=dtype)
+    end = np.asarray(bounds, dtype=dtype)
+    if len(bounds) == 1:
+        return lowest.reshape(()), end.reshape(())
+    return lowest, end
