@@ -59,8 +59,9 @@ ENTRY_POINTS = {
     "tensorsmith": ("console_scripts", "tensorsmith", "tensorsmith.cli.main:main"),
 }
 NAMESPACES = ("tensorsmith", "tensorsmith/frontend", "tensorsmith/codegen")
+# onnx is pinned: the conformance record is tied to it; ziglang cross-links the aarch64 tests
 TEST_DEPS = ["pytest>=8", "pytest-xdist", "pytest-timeout", "onnxruntime", "distributed",
-             "onnx==1.23.2", "hypothesis"]  # the conformance record is tied to this onnx
+             "onnx==1.23.2", "hypothesis", "ziglang"]
 # extras of the runtime the test sessions install, so the vulkan/opencl tests can run
 RUNTIME_EXTRAS = "[vulkan,opencl]"
 

@@ -238,3 +238,30 @@ def test_run_file_that_is_not_an_artifact(tmp_path):
     assert_user_error(tsm("run", bogus))
     (tmp_path / "empty.so").write_bytes(b"")
     assert_user_error(tsm("run", tmp_path / "empty.so"))
+
+
+@pytest.mark.parametrize(
+    ("target", "fragment"),
+    [("llvm -mtripel=aarch64-linux-gnu", "-mtripel"), ("llvm -mcpu=not-a-cpu", "-mcpu=not-a-cpu"),
+     ("llvm -mattr=avx2", "-mattr=avx2")],
+)  # fmt: skip
+def test_compile_bad_llvm_target_option_is_a_user_error(tmp_path, target, fragment):
+    proc = tsm("compile", MLP, "--target", target, "--input-shape", "input:1,784",
+               "-o", tmp_path / "x.so")  # fmt: skip
+    assert_user_error(proc, fragment)
+    assert not (tmp_path / "x.so").exists()
+
+
+def test_run_refuses_an_artifact_for_a_newer_cpu(tmp_path):
+    """Built for Sapphire Rapids (AMX, AVX512-FP16: no test host has them, asserted), `run`
+    says what this CPU lacks and how to build for it, where the kernels would die of SIGILL."""
+    from tensorsmith.runtime.cpu_features import host_flags, missing_features
+
+    flags = host_flags()
+    assert flags is not None
+    assert missing_features(["amx-tile", "avx512fp16"], flags) == ["amx-tile", "avx512fp16"]
+    out = tmp_path / "mlp.so"
+    target = "llvm -mcpu=sapphirerapids"
+    proc = tsm("compile", MLP, "--target", target, "--input-shape", "input:1,784", "-o", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert_user_error(tsm("run", out), "CPU features this machine lacks", "amx-tile", "-mcpu=")

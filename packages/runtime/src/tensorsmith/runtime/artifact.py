@@ -409,7 +409,7 @@ _ENTRIES: dict[str, dict[str, str]] = {
     "checks": {"buffer": "int", "message": "str"},
 }
 _SCALARS = {"workspace_bytes": "int", "params_bytes": "int", "producer": "object",
-            "memory": "object", "target": "target"}
+            "memory": "object", "target": "target", "cpu_features": "strs"}
 _TYPES: dict[str, tuple[str, Any]] = {
     "int": ("an integer >= 0", lambda v: type(v) is int and v >= 0),
     "str": ("a string", lambda v: isinstance(v, str)),

@@ -13,6 +13,7 @@ import _ctypes
 import ctypes
 import json
 import os
+import platform
 import threading
 import weakref
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tensorsmith.runtime.artifact import Artifact
+from tensorsmith.runtime.cpu_features import check_cpu_features
 from tensorsmith.runtime.errors import ArtifactError, InputError, TensorsmithError
 
 __all__ = ["CpuModel", "TensorSpec"]
@@ -130,6 +132,27 @@ def check_abi(artifact: Artifact) -> None:
         )
 
 
+def check_architecture(artifact: Artifact) -> None:
+    """Refuse, before dlopen, a library cross-compiled for another architecture (its
+    target names one with ``-mtriple=``): dlopen's own message ("cannot open shared object
+    file") does not say that the file is fine but meant for another machine. An artifact
+    without ``-mtriple`` was built for its build host, which the metadata does not name."""
+    target = artifact.metadata.get("target")
+    options = target.split() if isinstance(target, str) else []
+    triple = next((o.partition("=")[2] for o in options if o.startswith("-mtriple=")), "")
+    if not triple:
+        return
+    aliases = {"arm64": "aarch64", "amd64": "x86_64", "armv7l": "armv7"}
+    wanted = triple.split("-")[0].lower()
+    here = platform.machine().lower()
+    if aliases.get(wanted, wanted) != aliases.get(here, here):
+        raise ArtifactError(
+            f"artifact '{artifact.path}' was compiled for {triple} (target '{target}'), and "
+            f"this machine is {here}: run it on {wanted} hardware, or compile the model "
+            "again without -mtriple to run it here"
+        )
+
+
 # dlopen handle -> [live models, descriptors named by its /proc/self/fd paths]. glibc finds
 # a loaded library by name before anything else, so a descriptor whose path named a
 # library is closed only once that library is unloaded: a reused number must never name
@@ -162,6 +185,8 @@ def open_library(artifact: Artifact, fd: int) -> tuple[ctypes.CDLL, int]:
     compares inodes); a file rewritten at the same path is a new inode and a new library.
     """
     check_abi(artifact)
+    check_architecture(artifact)
+    check_cpu_features(artifact)  # its kernels would die of SIGILL
     if not os.path.isdir("/proc/self/fd"):
         raise ArtifactError(f"cannot load artifact '{artifact.path}': /proc is not mounted")
     own = os.dup(fd)  # a number no loaded library's name holds: see _HELD

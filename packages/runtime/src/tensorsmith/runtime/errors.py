@@ -7,7 +7,15 @@ status 2, so the message must stand alone: it names the problem and the place, a
 what to do. Anything else that escapes is a bug and keeps its traceback.
 """
 
-__all__ = ["ArtifactError", "DeviceError", "InputError", "TensorsmithError"]
+from collections.abc import Sequence
+
+__all__ = [
+    "ArtifactError",
+    "DeviceError",
+    "InputError",
+    "TensorsmithError",
+    "UnsupportedCpuError",
+]
 
 
 class TensorsmithError(Exception):
@@ -26,3 +34,13 @@ class InputError(TensorsmithError):
 
 class DeviceError(TensorsmithError):
     """A device is unknown, unavailable here, or does not run the artifact's target."""
+
+
+class UnsupportedCpuError(DeviceError):
+    """This CPU lacks instruction-set extensions that a CPU artifact's code was compiled
+    for (its metadata's ``cpu_features``). ``missing`` names them as LLVM does, so a
+    program that ships builds for several CPUs can catch this and load the next one."""
+
+    def __init__(self, message: str, missing: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.missing: tuple[str, ...] = tuple(missing)

@@ -32,8 +32,9 @@ class LLVMKernels:
     def objects(self) -> list[bytes]:
         if self._objects is None:
             from .compile_jobs import compile_objects
+            from .target_options import llvm_target
 
-            self._objects = compile_objects(self.funcs, self.target.options.get("mcpu", ""))
+            self._objects = compile_objects(self.funcs, llvm_target(self.target))
         return self._objects
 
     def source(self, kind: str = "llvm") -> str:
@@ -57,10 +58,13 @@ class LLVMKernels:
             finish_artifact,
         )
 
+        from .cpu_features import target_cpu_features
         from .link import link_shared
         from .plan_c import plan_source
+        from .target_options import llvm_target
 
-        metadata = {**plan, "target": str(self.target)}
+        metadata = {**plan, "target": str(self.target),
+                    "cpu_features": target_cpu_features(self.target)}
         check_metadata_text(metadata, path)  # names plan.c writes into C strings too
         params_id = os.urandom(PARAMS_ID_BYTES)
         plan_c = plan_source(plan, metadata, len(params), params_id)
@@ -68,13 +72,21 @@ class LLVMKernels:
         with export_errors(path), tempfile.TemporaryDirectory(prefix=".tsm-export-",
                                                               dir=where) as tmp:
             so = Path(tmp) / "model.so"
-            link_shared(lambda: self.objects, plan_c, so)
+            link_shared(lambda: self.objects, plan_c, so, llvm_target(self.target))
             finish_artifact(so, path, {"params": params, "params.id": params_id}, metadata,
                             align={"params": PARAMS_ALIGN})
 
 
 def codegen(funcs: list[PrimFunc], target: Target) -> LLVMKernels:
-    """The ``llvm`` entry point of the ``tensorsmith.codegen`` group."""
+    """The ``llvm`` entry point of the ``tensorsmith.codegen`` group. The target's options
+    and, for another triple, the cross toolchain are checked here, before LLVM compiles
+    anything (the kernels compile on first use)."""
+    from .link import compiler
+    from .target_options import llvm_target
+
+    parsed = llvm_target(target)
+    if not parsed.host:
+        compiler(parsed)
     return LLVMKernels(funcs, target)
 
 

@@ -22,10 +22,14 @@ import pickle
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from tensorsmith.ir.te.expr import Expr
 from tensorsmith.ir.te.stmt import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, Store
 from tensorsmith.ir.te.visit import free_vars, walk
+
+if TYPE_CHECKING:
+    from .target_options import LlvmTarget
 
 #: Emitted expression nodes (:func:`emitted_size`) under which a model compiles in this
 #: process: about 20,000 lines of LLVM IR, 1.5 s of emission and LLVM on a Zen 1 core;
@@ -102,44 +106,56 @@ def _chunks(sizes: list[int], jobs: int) -> list[list[int]]:
     return [sorted(g) for g in groups if g]
 
 
-def compile_objects(funcs: list[PrimFunc], cpu: str = "", features: str = "",
-                    jobs: int | None = None) -> list[bytes]:
-    """One ELF object per chunk of ``funcs`` (see :func:`chunks`), all chunks at once;
-    none for a model without kernels (all its ops are reshapes)."""
+def compile_objects(
+    funcs: list[PrimFunc], target: LlvmTarget | None = None, jobs: int | None = None
+) -> list[bytes]:
+    """One ELF object per chunk of ``funcs`` (see :func:`chunks`), all chunks at once, for
+    ``target`` (default: this host); none for a model without kernels (all its ops are
+    reshapes)."""
     if not funcs:
         return []
+    if target is None:
+        from .target_options import host_target
+
+        target = host_target()
     jobs = default_jobs() if jobs is None else jobs
     # each kernel pickled once, its bytes go to a worker
     pickled = [pickle.dumps(f) for f in funcs] if jobs > 1 and len(funcs) > 1 else []
     parts = _chunks([emitted_size(f) for f in funcs] if pickled else [0] * len(funcs), jobs)
     with ThreadPoolExecutor(max(1, len(parts) - 1)) as pool:
-        workers = [pool.submit(_in_worker, [pickled[i] for i in part], cpu, features)
-                   for part in parts[1:]]
-        first = _compile([funcs[i] for i in parts[0]], cpu, features)
+        workers = [
+            pool.submit(_in_worker, [pickled[i] for i in part], target) for part in parts[1:]
+        ]
+        first = _compile([funcs[i] for i in parts[0]], target)
         return [first, *(w.result() for w in workers)]
 
 
-def _compile(funcs: list[PrimFunc], cpu: str, features: str) -> bytes:
+def _compile(funcs: list[PrimFunc], target: LlvmTarget) -> bytes:
     from .target_machine import compile_modules
 
-    return compile_modules([module_text(f) for f in funcs], cpu, features)
+    return compile_modules([module_text(f) for f in funcs], target)
 
 
-def _in_worker(pickled: list[bytes], cpu: str, features: str) -> bytes:
-    request = pickle.dumps({"funcs": pickled, "cpu": cpu, "features": features})
-    done = subprocess.run([sys.executable, "-m", __name__], input=request,
-                          capture_output=True, check=False)
+def _in_worker(pickled: list[bytes], target: LlvmTarget) -> bytes:
+    """The worker gets the resolved target (host CPU and features named), so it compiles
+    for exactly the machine this process does."""
+    request = pickle.dumps({"funcs": pickled, "target": target})
+    done = subprocess.run(
+        [sys.executable, "-m", __name__], input=request, capture_output=True, check=False
+    )
     if done.returncode != 0:
-        raise RuntimeError("compiling a chunk of kernels in a worker process failed "
-                           f"(exit {done.returncode}); TSM_COMPILE_JOBS=1 compiles them in "
-                           f"this process:\n{done.stderr.decode(errors='replace')[-4000:]}")
+        raise RuntimeError(
+            "compiling a chunk of kernels in a worker process failed "
+            f"(exit {done.returncode}); TSM_COMPILE_JOBS=1 compiles them in "
+            f"this process:\n{done.stderr.decode(errors='replace')[-4000:]}"
+        )
     return done.stdout
 
 
 def _main() -> None:
     request = pickle.loads(sys.stdin.buffer.read())
     funcs = [pickle.loads(f) for f in request["funcs"]]
-    sys.stdout.buffer.write(_compile(funcs, request["cpu"], request["features"]))
+    sys.stdout.buffer.write(_compile(funcs, request["target"]))
 
 
 if __name__ == "__main__":

@@ -78,6 +78,67 @@ def plan_source(plan: dict[str, Any], metadata: dict[str, Any], params_bytes: in
         f"  {plan['workspace_bytes']},\n"
         f"  metadata_json, {params_bytes}, {{{', '.join(str(b) for b in params_id)}}},\n"
         f"  {len(checks)}, checks\n}};")
+    lines.append(cpu_check_source(metadata.get("cpu_features", [])))
     return "\n".join(lines) + "\n"
 
 
+#: Extension names that ``__builtin_cpu_supports`` takes, as LLVM spells them, by the
+#: compilers that know them (an unknown name fails the compile): GCC and Clang since
+#: version 8 ...
+_BUILTIN_NAMES_8 = (
+    "sse", "sse2", "sse3", "ssse3", "sse4.1", "sse4.2", "sse4a", "avx", "avx2", "fma",
+    "fma4", "xop", "bmi", "bmi2", "popcnt", "aes", "pclmul", "avx512f", "avx512vl",
+    "avx512bw", "avx512dq", "avx512cd", "avx512vbmi", "avx512ifma", "avx512vpopcntdq",
+    "avx512vbmi2", "gfni", "vpclmulqdq", "avx512vnni", "avx512bitalg",
+)  # fmt: skip
+#: ... and GCC 12 and Clang 19 on. Older compilers check the first group only (the
+#: Python runtime checks every feature before it loads the library either way).
+_BUILTIN_NAMES_NEWER = (
+    "avx512bf16", "avx512vp2intersect", "avx512fp16", "avxvnni", "f16c", "lzcnt", "movbe",
+    "adx", "sha", "vaes", "amx-tile", "amx-int8", "amx-bf16",
+)  # fmt: skip
+
+#: Which of those groups the compiler of plan.c knows: 0 none (or not x86), 1 the first,
+#: 2 both.
+_CPU_NAMES_KNOWN = """\
+#if !defined(__x86_64__) && !defined(__i386__)
+#define TSM_CPU_NAMES 0
+#elif defined(__clang__)
+#define TSM_CPU_NAMES (__clang_major__ >= 19 ? 2 : __clang_major__ >= 8)
+#elif defined(__GNUC__)
+#define TSM_CPU_NAMES (__GNUC__ >= 12 ? 2 : __GNUC__ >= 8)
+#else
+#define TSM_CPU_NAMES 0
+#endif
+"""
+
+
+def cpu_check_source(features: list[str]) -> str:
+    """``tsm_plan_missing_cpu_feature(i)``: the i-th of ``features`` (the metadata's
+    ``cpu_features``) that the running CPU lacks, NULL past the last. tsm_model_create
+    calls it first, so a C program gets an error naming them instead of SIGILL.
+
+    ``__builtin_cpu_supports`` takes string literals only, hence one test per feature.
+    It reads what libgcc (or compiler-rt), linked in statically, found with CPUID and
+    XGETBV; plan.c is compiled for the baseline CPU, so the check runs on any x86 CPU."""
+    first, newer = (
+        [f'  if (!__builtin_cpu_supports("{f}") && index-- == 0) return "{f}";' for f in group]
+        for group in (
+            [f for f in features if f in _BUILTIN_NAMES_8],
+            [f for f in features if f in _BUILTIN_NAMES_NEWER],
+        )
+    )
+    body = [
+        "TSM_INTERNAL const char *tsm_plan_missing_cpu_feature(int index) {",
+        "#if TSM_CPU_NAMES >= 1",
+        "  __builtin_cpu_init();",
+        *first,
+        "#endif",
+        "#if TSM_CPU_NAMES >= 2",
+        *newer,
+        "#endif",
+        "  (void)index;",
+        "  return 0;",
+        "}",
+    ]
+    return _CPU_NAMES_KNOWN + "\n".join(body)

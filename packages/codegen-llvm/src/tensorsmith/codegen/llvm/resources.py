@@ -1,20 +1,22 @@
 """The CPU an ``llvm`` target compiles for, described for the default schedules.
 
 The vector width is asked of LLVM itself: a 16-lane float addition is compiled for the
-target's CPU and the registers its assembly names (``zmm``, ``ymm``, otherwise 128-bit
-ones) say how wide a register is. That holds for the host and for any ``-mcpu`` alike,
-with no table of CPU names to keep. The L1 data and L2 cache sizes are read from the
-host when the target is the host, and are typical values otherwise.
+target's triple and CPU, and the registers its assembly names (``zmm``, ``ymm``, otherwise
+128-bit ones such as SSE's ``xmm`` or NEON's ``v``) say how wide a register is. That holds
+for the host, any ``-mcpu`` and any ``-mtriple`` alike, with no table of CPU names to
+keep. The register count is the architecture's; the L1 data and L2 cache sizes are read
+from the host when the code is for the host's own CPU, and are typical values otherwise.
 """
 
 from __future__ import annotations
 
 import functools
-import platform
 import re
 from pathlib import Path
 
 from tensorsmith.ir.target import CpuResources, Target
+
+from .target_options import LlvmTarget, llvm_target
 
 _PROBE = """
 define void @probe(<16 x float>* %a, <16 x float>* %b) {
@@ -28,26 +30,37 @@ define void @probe(<16 x float>* %a, <16 x float>* %b) {
 
 
 def cpu_resources(target: Target) -> CpuResources:
-    """The ``tensorsmith.resources`` entry point of the ``llvm`` target."""
-    return _describe(target.options.get("mcpu", ""))
+    """The ``tensorsmith.resources`` entry point of the ``llvm`` target. The build asks
+    it first of the plug-in, so a bad target option fails here, before any lowering."""
+    return describe(llvm_target(target))
 
 
 @functools.cache
-def _describe(mcpu: str) -> CpuResources:
-    import llvmlite.binding as llvm
-
+def describe(target: LlvmTarget) -> CpuResources:
     from .target_machine import target_machine
 
-    tm = target_machine(mcpu)
-    host = not mcpu or mcpu == "native"
-    name = llvm.get_host_cpu_name() if host else mcpu
-    bits = _vector_bits(tm)
-    x86 = platform.machine().lower() in ("x86_64", "amd64", "i686")
-    registers = 32 if bits >= 512 or not x86 else 16
-    if not host:
-        return CpuResources(name, bits, registers, l2_bytes=1024 * 1024, l1_bytes=32 * 1024)
-    return CpuResources(name, bits, registers, l2_bytes=_host_cache(2, 512 * 1024),
-                        l1_bytes=_host_cache(1, 32 * 1024))
+    bits = _vector_bits(target_machine(target))
+    registers = vector_registers(target.arch, bits)
+    if not target.native:
+        return CpuResources(target.cpu, bits, registers, l2_bytes=1024 * 1024, l1_bytes=32 * 1024)
+    return CpuResources(
+        target.cpu,
+        bits,
+        registers,
+        l2_bytes=_host_cache(2, 512 * 1024),
+        l1_bytes=_host_cache(1, 32 * 1024),
+    )
+
+
+def vector_registers(arch: str, bits: int) -> int:
+    """Vector registers the register tiles may fill: x86-64 has 16 (xmm/ymm), 32 with
+    AVX-512 (zmm); AArch64 has 32 (NEON's v0-v31). Any other architecture is given 16, a
+    tile that fits every vector unit LLVM targets rather than one that spills."""
+    if arch in ("x86_64", "x86"):
+        return 32 if bits >= 512 else 16
+    if arch in ("aarch64", "aarch64_be"):
+        return 32
+    return 16
 
 
 def _vector_bits(tm: object) -> int:
@@ -69,8 +82,8 @@ def _host_cache(level: int, typical: int) -> int:
     where it says nothing."""
     for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
         try:
-            if (int((index / "level").read_text()) == level
-                    and (index / "type").read_text().strip() in ("Data", "Unified")):
+            kind = (index / "type").read_text().strip()
+            if int((index / "level").read_text()) == level and kind in ("Data", "Unified"):
                 return _parse_size((index / "size").read_text().strip())
         except (OSError, ValueError):
             continue

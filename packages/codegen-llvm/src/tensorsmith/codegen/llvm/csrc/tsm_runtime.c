@@ -198,7 +198,35 @@ void tsm_model_destroy(void *model) {
   free(m);
 }
 
+/* ---- CPU features ------------------------------------------------------------------ */
+
+/* Defined by the generated plan.c (plan_c.py): the index-th instruction-set extension the
+ * kernels were compiled for that this CPU lacks, NULL past the last. Weak, so that a plan
+ * without it (one written by hand, as the runtime's tests do) links and checks nothing. */
+TSM_INTERNAL const char *tsm_plan_missing_cpu_feature(int index) __attribute__((weak));
+
+/* Refuses a CPU that lacks an extension the kernels were compiled for: the first kernel
+ * would otherwise kill the process with SIGILL ("Illegal instruction"), with no word about
+ * why. The check is compiled for the baseline CPU, so it runs everywhere. */
+static int check_cpu_features(void) {
+  if (tsm_plan_missing_cpu_feature == NULL || tsm_plan_missing_cpu_feature(0) == NULL) return 0;
+  char names[512] = "";
+  size_t used = 0;
+  const char *name;
+  for (int i = 0; used < sizeof(names) && (name = tsm_plan_missing_cpu_feature(i)) != NULL; ++i) {
+    int n = snprintf(names + used, sizeof(names) - used, "%s%s", i > 0 ? ", " : "", name);
+    if (n < 0) break;
+    used += (size_t)n;
+  }
+  return fail("tsm_model_create: this CPU lacks %s, which the model's code was compiled for "
+              "(it would stop with an illegal instruction); compile the model again for this "
+              "machine: with --target llvm on it, or with --target \"llvm -mcpu=<its CPU>\" "
+              "(x86-64-v3 runs on every AVX2 machine)",
+              names);
+}
+
 void *tsm_model_create(void) {
+  if (check_cpu_features() != 0) return NULL;
   const tsm_plan *plan = &tsm_graph_plan;
   if (check_plan(plan) != 0) return NULL;
   const char *why = NULL;
