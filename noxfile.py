@@ -3,7 +3,7 @@ lint, type checks, the demo and benchmarks.
 
     nox                      # = nox -s tests
     nox -s demo              # compile and run the example model with the `tensorsmith` command
-    nox -s lint tests runtime_only compose
+    nox -s lint tests runtime_only compose install_check floors
     nox -s test-ir -- -k passes    # one package's tests, with pytest arguments
     nox -s fuzz -- --cases 200 --seed 1   # the fuzz campaigns (tests/fuzz)
     nox -l                   # list the sessions
@@ -60,10 +60,25 @@ ENTRY_POINTS = {
 }
 NAMESPACES = ("tensorsmith", "tensorsmith/frontend", "tensorsmith/codegen")
 # onnx is pinned: the conformance record is tied to it; ziglang cross-links the aarch64 tests
+# matplotlib draws tune's curves (the autotune `plot` extra): installed so their tests run
 TEST_DEPS = ["pytest>=8", "pytest-xdist", "pytest-timeout", "onnxruntime", "distributed",
-             "onnx==1.23.2", "hypothesis", "ziglang"]
+             "onnx==1.23.2", "hypothesis", "ziglang", "matplotlib"]
 # extras of the runtime the test sessions install, so the vulkan/opencl tests can run
 RUNTIME_EXTRAS = "[vulkan,opencl]"
+# The one version of all eight distributions: each pyproject.toml reads it (hatch)
+VERSION_FILE = ROOT / "packages/runtime/src/tensorsmith/runtime/_version.py"
+# The install commands of the README's Install section, which the install_check session
+# runs against wheels built from this checkout (tests/test_packaging.py keeps them equal)
+FULL_STACK = "tensorsmith[tune,vulkan,opencl]"
+RUNTIME_ALONE = "tensorsmith-runtime"
+
+
+def source_version() -> str:
+    """The version written in VERSION_FILE (the line ``__version__ = "X"``)."""
+    for line in VERSION_FILE.read_text().splitlines():
+        if line.startswith("__version__ = "):
+            return line.split("=", 1)[1].strip().strip("\"'")
+    raise RuntimeError(f"no __version__ line in {VERSION_FILE}")
 
 
 def _closure(folders: list[str]) -> list[str]:
@@ -205,7 +220,12 @@ def check_wheel(wheel: Path, folder: str) -> list[str]:
 @nox.session(python=PYTHON)
 def build(session: nox.Session) -> None:
     """Build the eight wheels into dist/ and check what each one holds."""
-    dist = ROOT / "dist"
+    _build_wheels(session, ROOT / "dist")
+
+
+def _build_wheels(session: nox.Session, dist: Path) -> list[Path]:
+    """The eight wheels, built afresh into ``dist``, each checked: its contents, and its
+    version, which must be the one version of the repository."""
     dist.mkdir(exist_ok=True)
     for old in dist.glob("tensorsmith*.whl"):
         old.unlink()
@@ -217,6 +237,7 @@ def build(session: nox.Session) -> None:
     if len(wheels) != len(PACKAGES):
         session.error(f"expected {len(PACKAGES)} wheels in dist/, found {len(wheels)}")
     problems: list[str] = []
+    version = source_version()
     for folder, (dist_name, _, _) in PACKAGES.items():
         prefix = dist_name.replace("-", "_") + "-"
         matches = [w for w in wheels if w.name.startswith(prefix)]
@@ -224,12 +245,15 @@ def build(session: nox.Session) -> None:
             problems.append(f"expected one wheel of {dist_name}, found {matches}")
             continue
         problems += check_wheel(matches[0], folder)
+        if not matches[0].name.startswith(f"{prefix}{version}-"):
+            problems.append(f"{matches[0].name}: not version {version} ({VERSION_FILE})")
         with zipfile.ZipFile(matches[0]) as zf:
             count = len([n for n in zf.namelist() if ".dist-info/" not in n])
         session.log(f"{matches[0].name}: {count} files, all under {PACKAGES[folder][1]}/")
     if problems:
         session.error("wheel contents are wrong:\n  " + "\n  ".join(problems))
-    session.log(f"{len(wheels)} wheels in dist/, namespaces correct")
+    session.log(f"{len(wheels)} wheels of version {version} in {dist}, namespaces correct")
+    return wheels
 
 
 @nox.session(python=PYTHON)
@@ -300,6 +324,120 @@ def compose(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def install_check(session: nox.Session) -> None:
+    """The README's two install commands, run as a user would, on wheels built from this
+    checkout: the full stack with its extras in one fresh virtual environment, the runtime
+    alone in another, `pip check` clean in both. The full stack then compiles the example
+    MLP for llvm, vulkan and opencl and runs each (the GPUs on lavapipe and PoCL in CI),
+    and tunes it briefly; the runtime alone runs the CPU artifact compiled there. The
+    wheels are `nox -s build`'s (dist/); pip takes the third-party dependencies from the
+    index, as it will for the published packages."""
+    _need_cc(session)
+    dist = ROOT / "dist"
+    _build_wheels(session, dist)
+    version = source_version()
+    tmp = Path(session.create_tmp()).resolve()
+
+    full = _fresh_venv(session, tmp / "full-stack-venv")
+    session.run(str(full), "-m", "pip", "install", "-q", "--find-links", str(dist),
+                FULL_STACK, external=True)
+    session.run(str(full), "-m", "pip", "check", external=True)
+    tensorsmith = str(full.parent / "tensorsmith")
+    shown = session.run(tensorsmith, "--version", external=True, silent=True) or ""
+    versions = dict(line.split() for line in shown.splitlines() if line.strip())
+    expected = {dist_name: version for dist_name, _, _ in PACKAGES.values()}
+    if versions != expected:
+        session.error(f"tensorsmith --version printed {versions}, expected {expected}")
+    session.log(f"tensorsmith --version: all {len(versions)} distributions at {version}")
+    artifacts = {}
+    for target, device in (("llvm", "cpu"), ("vulkan", "vulkan"), ("opencl", "opencl")):
+        artifacts[target] = tmp / f"mlp-{target}.tsm"
+        session.run(tensorsmith, "compile", "examples/mlp.onnx", "--target", target,
+                    "--input-shape", "input:1,784", "-o", str(artifacts[target]), external=True)
+        session.run(tensorsmith, "run", str(artifacts[target]), "--device", device,
+                    external=True)
+    # the `tune` extra: a short search on the CPU (a few seconds)
+    records = tmp / "mlp.tune.jsonl"
+    records.unlink(missing_ok=True)
+    session.run(tensorsmith, "tune", "examples/mlp.onnx", "--input-shape", "input:1,784",
+                "--trials", "4", "--per-round", "2", "--confirm-top", "0", "--in-model-top",
+                "0", "--no-plot", "--records", str(records), external=True)
+
+    alone = _fresh_venv(session, tmp / "runtime-alone-venv")
+    session.run(str(alone), "-m", "pip", "install", "-q", "--find-links", str(dist),
+                RUNTIME_ALONE, external=True)
+    session.run(str(alone), "-m", "pip", "check", external=True)
+    only_runtime = ("import importlib.metadata as m; names = sorted(d.metadata['Name'] for d "
+                    "in m.distributions() if d.metadata['Name'].startswith('tensorsmith')); "
+                    "assert names == ['tensorsmith-runtime'], names")
+    session.run(str(alone), "-I", "-c", only_runtime, external=True)
+    # loads and runs the artifact with the runtime's Python API (no onnxruntime: no compare)
+    session.run(str(alone), "-I", str(ROOT / "examples/check_mlp.py"), str(artifacts["llvm"]),
+                external=True)
+
+
+# The floors session's tests: a quick slice that exercises each floored dependency (numpy
+# throughout, onnx in the frontend, llvmlite in codegen-llvm, scikit-learn and
+# threadpoolctl in the tuner's cost model and tuning loop).
+FLOOR_TESTS = [
+    "packages/runtime/tests",
+    "packages/ir/tests/test_graph_and_passes.py",
+    "packages/ir/tests/test_te.py",
+    "packages/frontend-onnx/tests/test_mlp.py",
+    "packages/frontend-onnx/tests/test_small_models.py",
+    "packages/codegen-llvm/tests/test_llvm_build.py",
+    "packages/autotune/tests/test_cost_model.py",
+    "packages/autotune/tests/test_tune_run.py",
+    "tests/test_end_to_end.py",
+]
+
+
+def declared_floors() -> dict[str, str]:
+    """Every third-party requirement of the eight pyproject.toml files (extras included)
+    that declares a floor, ``>=X``: name -> X. A name given two floors is an error."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    floors: dict[str, str] = {}
+    for folder in PACKAGES:
+        project = tomllib.loads((ROOT / "packages" / folder / "pyproject.toml").read_text())
+        meta = project["project"]
+        texts = list(meta.get("dependencies", []))
+        for extra in meta.get("optional-dependencies", {}).values():
+            texts += extra
+        for text in texts:
+            req = Requirement(text)
+            name = canonicalize_name(req.name)
+            if name.startswith("tensorsmith"):
+                continue
+            for spec in req.specifier:
+                if spec.operator == ">=" and floors.setdefault(name, spec.version) != spec.version:
+                    raise ValueError(f"{name} has two floors: {floors[name]} and {spec.version}")
+    return floors
+
+
+@nox.session(python=PYTHON)
+def floors(session: nox.Session) -> None:
+    """The stack on the oldest versions its pyproject.toml files allow: every declared
+    floor (``numpy>=1.24`` ...) becomes an exact pin in a constraints file, and a slice of
+    the tests (FLOOR_TESTS) runs on them. Part of CI, so that code needing more than a
+    declared floor fails there rather than on a user's older installation."""
+    _need_cc(session)
+    tmp = Path(session.create_tmp()).resolve()
+    constraints = tmp / "floors.txt"
+    pins = declared_floors()
+    constraints.write_text("".join(f"{name}=={v}\n" for name, v in sorted(pins.items())))
+    session.log("installing at the floors: " + ", ".join(f"{n}=={v}" for n, v in pins.items()))
+    session.install("-c", str(constraints),
+                    *_specs(list(PACKAGES), editable=True, runtime_extras=RUNTIME_EXTRAS),
+                    "pytest>=8", "pytest-xdist", "pytest-timeout", "hypothesis", "onnxruntime")
+    session.run("python", "-m", "pip", "list")
+    session.run("pytest", "-n", "2", *(session.posargs or FLOOR_TESTS))
+
+
+@nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff check over the whole tree (rules in pyproject.toml)."""
     session.install("ruff")
@@ -325,11 +463,13 @@ def typecheck(session: nox.Session) -> None:
 def demo(session: nox.Session) -> None:
     """Install the full stack and compile, run and check the example MLP with the CLI."""
     _need_cc(session)
-    session.log("installing the eight tensorsmith distributions and what they need (numpy, "
-                "onnx, llvmlite, scikit-learn, onnxruntime for the check, ...): a few minutes "
-                "and several hundred MB on a first run; pip's progress follows")
+    session.log("installing the tensorsmith distributions and what they need (numpy, "
+                "onnx, llvmlite, onnxruntime for the check, ...): a few minutes "
+                "and a few hundred MB on a first run; pip's progress follows")
+    # not the auto-tuner (tensorsmith[tune]): the demo does not tune, and it would bring
+    # scikit-learn and SciPy
     session.install(
-        *_specs([f for f in PACKAGES if f != "tensorsmith"], editable=False),
+        *_specs([f for f in PACKAGES if f not in ("tensorsmith", "autotune")], editable=False),
         "packages/tensorsmith[compare]",
         silent=False,
     )

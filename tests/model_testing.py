@@ -21,22 +21,19 @@ import tensorsmith.runtime as rt
 from bench.measure import relative_error
 from bench.models import MODELS, input_shapes, sample_inputs
 from tensorsmith.frontend.onnx import from_onnx
-from tensorsmith.ir import build
+from tensorsmith.ir import Target, build
 
 __all__ = [
-    "DEVICE_OF_TARGET",
     "RTOL",
     "Case",
     "assert_matches",
+    "device_of",
     "onnx_model",
     "reference",
     "run_on",
 ]
 
 RTOL = 1e-4  # max abs error relative to the largest output magnitude
-
-# the runtime device that runs each target's artifacts (the default one of its kind)
-DEVICE_OF_TARGET = {"llvm": "cpu", "vulkan": "vulkan", "opencl": "opencl"}
 
 _KwargItems = tuple[tuple[str, Any], ...]
 
@@ -85,16 +82,21 @@ def _reference(
     return feeds, session.run(None, feeds)
 
 
+def device_of(target: str) -> str:
+    """The runtime device that runs ``target``'s artifacts (the first of its kind), as the
+    target's plug-in says."""
+    return Target.parse(target).info.device
+
+
 def run_on(case: Case, target: str, tmp_path: Path) -> list[np.ndarray]:
     """Import the case's model, compile it for ``target``, export the artifact, load it on
     that target's device and run it on the reference inputs."""
     model = onnx_model(case)
     feeds, _ = reference(case)
     mod, params = from_onnx(model, shape=input_shapes(model))
-    suffix = ".so" if target == "llvm" else ".tsm"  # a CPU artifact is a shared library
-    artifact = tmp_path / f"{case.builder}-{target}{suffix}"
+    artifact = tmp_path / f"{case.builder}{Target.parse(target).info.suffix}"
     build(mod, target=target, params=params).export_library(artifact)
-    with rt.load(artifact, device=DEVICE_OF_TARGET[target]) as module:
+    with rt.load(artifact, device=device_of(target)) as module:
         return module.run(feeds)
 
 

@@ -97,7 +97,7 @@ def check(graph, inputs: dict[str, np.ndarray], tmp_path: Path) -> dict:  # noqa
     got = rt.load(tmp_path / "m.so", device="cpu").run(inputs)
     for g, w in zip(got, run_graph(graph, inputs), strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
-    return json.loads(json.dumps(lib.plan))
+    return json.loads(json.dumps(lib.plan.to_json()))
 
 
 def test_dense_block_writes_each_feature_once(tmp_path: Path) -> None:

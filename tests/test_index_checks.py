@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from model_testing import DEVICE_OF_TARGET
+from model_testing import device_of
 from onnx import TensorProto, helper, numpy_helper
 
 import tensorsmith.runtime as rt
@@ -90,7 +90,7 @@ def feeds(case: IndexCase, indices: np.ndarray) -> dict[str, np.ndarray]:
 def compile_case(case: IndexCase, target: str, path: Path, **options: bool) -> rt.GraphModule:
     mod, params = from_onnx(model(case))
     build(mod, target=target, params=params, **options).export_library(path)
-    return rt.load(path, device=DEVICE_OF_TARGET[target])
+    return rt.load(path, device=device_of(target))
 
 
 @pytest.mark.parametrize("target", TARGETS)

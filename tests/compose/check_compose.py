@@ -2,10 +2,11 @@
 
 Runs in a fresh virtual environment holding only tensorsmith-runtime,
 tensorsmith-ir, tensorsmith-frontend-onnx and tensorsmith-codegen-llvm (+ onnx).
-Checks that examples/mlp.onnx compiles and runs for llvm, that asking for
-the vulkan target fails with a message naming the distribution to install
-(tensorsmith-codegen-spirv), and that each installed (non-editable)
-distribution carries its LICENSE and a py.typed marker.
+Checks that examples/mlp.onnx compiles and runs for llvm, that llvm is the
+one target there (its plug-in's entry point and TARGET record are all that
+make it exist), that asking for the vulkan target fails with a message naming
+the distribution to install (tensorsmith-codegen-spirv), and that each
+installed (non-editable) distribution carries its LICENSE and a py.typed marker.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import numpy as np
 
 import tensorsmith.runtime as rt
 from tensorsmith.frontend.onnx import from_onnx
-from tensorsmith.ir import build
+from tensorsmith.ir import Target, build
+from tensorsmith.ir.targets import installed_kinds
 from tensorsmith.runtime.errors import TensorsmithError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,6 +78,12 @@ def main() -> int:
     ]
     if present:
         return fail(f"the environment is not minimal, it can import {', '.join(present)}")
+
+    if installed_kinds() != ["llvm"]:
+        return fail(f"installed targets are {installed_kinds()}, expected only llvm")
+    info = Target.parse("llvm").info
+    if (info.device, info.distribution) != ("cpu", "tensorsmith-codegen-llvm"):
+        return fail(f"the llvm plug-in's record is {info}")
 
     mod, params = from_onnx(str(MODEL), {"input": (BATCH, 784)})
     lib = build(mod, target="llvm", params=params)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
+import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,6 +98,19 @@ def random_inputs(task: Task, seed: int = 0) -> list[np.ndarray]:
 def needs_llvm() -> None:
     """Tests that compile: the llvm codegen and a C compiler (installed by `nox -s tests`)."""
     pytest.importorskip("tensorsmith.codegen.llvm", reason="needs tensorsmith-codegen-llvm")
+
+
+def needs_matplotlib() -> None:
+    """Tests of the tuning curves: matplotlib, the ``plot`` extra. The test sessions install
+    it, so where CI runs (the CI environment variable set) its absence fails the test
+    instead of skipping it silently."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI"):
+            raise ImportError("the plot tests need matplotlib: it belongs in TEST_DEPS of "
+                              "noxfile.py") from None
+        pytest.skip("matplotlib is not installed (pip install 'tensorsmith-autotune[plot]')")
 
 
 def fake_seconds(key: str) -> float:

@@ -10,6 +10,7 @@ import numpy as np
 from autotune_testing import matmul, mlp, needs_llvm
 
 from tensorsmith.autotune.in_model import choose_in_model, front_runners
+from tensorsmith.autotune.model_timing import Timings
 from tensorsmith.autotune.records import RecordLog, make_record
 from tensorsmith.autotune.space import SearchSpace
 from tensorsmith.autotune.task import extract_tasks
@@ -56,9 +57,9 @@ def test_a_schedule_fast_only_alone_does_not_replace_the_default(tmp_path, monke
 
     def timed(modules, rounds, repeat):  # noqa: ANN001, ANN202
         steps = len(modules[0].metadata["steps"])
-        return [[0.4 * (1 + rank)] * steps for rank in range(len(modules))]
+        return [Timings([0.4 * (1 + rank)] * steps, 1.0 + rank) for rank in range(len(modules))]
 
-    monkeypatch.setattr(in_model, "_step_medians", timed)
+    monkeypatch.setattr(in_model, "time_interleaved", timed)
     graph = matmul(192, 192, 192)
     (task,) = extract_tasks(graph)
     slow = _slow_steps(task)

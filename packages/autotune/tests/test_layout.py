@@ -129,7 +129,7 @@ def test_build_stores_the_transposed_weight_once(tmp_path) -> None:
     tuned, plain = build(graph, NCHW, records=path), build(graph, NCHW)
     (func,) = [f for f in tuned.funcs if f.attrs["workload"] == task.key]
     assert func.attrs["layouts"] == {1: {"order": [0, 2, 3, 4, 1], "block": [0, 16]}}
-    assert tuned.plan["params_bytes"] == plain.plan["params_bytes"]
+    assert tuned.plan.params_bytes == plain.plan.params_bytes
     tuned.export_library(tmp_path / "m.so")
     x = np.random.default_rng(0).standard_normal((1, 6, 11, 11)).astype("float32")
     (got,) = rt.load(tmp_path / "m.so").run({"x": x})

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import sys
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
-from autotune_testing import FakeBuilder, FakeRunner, matmul, mlp, needs_llvm, trial_records
+from autotune_testing import (
+    FakeBuilder,
+    FakeRunner,
+    matmul,
+    mlp,
+    needs_llvm,
+    needs_matplotlib,
+    trial_records,
+)
 
 from tensorsmith.autotune.measure import LocalRunner
-from tensorsmith.autotune.plot import curves, plot_curves
+from tensorsmith.autotune.plot import PLOT_INSTALL, PlotUnavailable, curves, plot_curves
 from tensorsmith.autotune.task import extract_tasks
 from tensorsmith.autotune.tuner import TuneEvent, Tuner
 from tensorsmith.ir.records import read_records
@@ -36,31 +44,44 @@ def test_tuning_run_with_a_crashing_candidate(tmp_path) -> None:
     assert len(crashed) == 2 and all("SIGSEGV" in r["error"] for r in crashed)
     assert math.isfinite(result.best_seconds[0]) and result.best_seconds[0] <= \
         result.default_seconds[0]
-    assert [e.total_trials for e in events] == [4, 8]
-    assert events[-1].best_gflops > 0 and events[0].round_errors == 1
+    search = [e for e in events if e.stage == "search"]
+    assert [e.total_trials for e in search] == [4, 8]
+    assert search[-1].best_gflops > 0 and search[0].round_errors == 1
+    assert all((e.task_index, e.task_count) == (0, 1) for e in events)
+    # the re-measuring of the front-runners is announced before it starts
+    assert [e.stage for e in events] == ["search", "search", "confirm"]
 
 
-def _png_size_and_ink(data: bytes) -> tuple[int, int, int]:
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-    start = data.index(b"IDAT") + 4
-    length = int.from_bytes(data[start - 8:start - 4], "big")
-    raw = np.frombuffer(zlib.decompress(data[start:start + length]), np.uint8)
-    pixels = raw.reshape(height, 1 + width * 3)[:, 1:]
-    return width, height, int((pixels < 128).sum())
-
-
-def test_curves_png_without_matplotlib(tmp_path, monkeypatch) -> None:
-    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+def _fake_run(tmp_path: Path):  # noqa: ANN202
     builder = FakeBuilder()
-    result = Tuner(extract_tasks(mlp()), tmp_path / "r.jsonl", 20, per_round=4,
-                   builder=builder, runner=FakeRunner(builder)).run()
-    per_task, e2e = curves(result)
-    assert len(per_task) == 3 and all(s[0][1] == 1.0 for _, s in per_task)
-    assert e2e[0][0] == 1 and e2e[-1][0] == 20 and e2e[-1][1] < e2e[0][1]
-    assert plot_curves(result, tmp_path / "c.png") == "builtin"
-    width, height, ink = _png_size_and_ink((tmp_path / "c.png").read_bytes())
-    assert (width, height) == (900, 760) and ink > 1000
+    return Tuner(extract_tasks(mlp()), tmp_path / "r.jsonl", 20, per_round=4,
+                 builder=builder, runner=FakeRunner(builder)).run()
+
+
+def test_curves_are_each_kernels_best_so_far(tmp_path) -> None:
+    result = _fake_run(tmp_path)
+    per_task = curves(result)
+    assert [label for label, _ in per_task] == [t.label for t in result.tasks]
+    for (_, series), n in zip(per_task, result.trials, strict=True):
+        trials, best = zip(*series)
+        assert trials == tuple(range(1, n + 1))  # every trial of the kernel, in order
+        assert list(best) == sorted(best, reverse=True)  # the best so far never rises
+
+
+def test_plot_writes_a_png_through_matplotlib(tmp_path) -> None:
+    needs_matplotlib()
+    result = _fake_run(tmp_path)
+    path = plot_curves(result, tmp_path / "curves.png")
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert b"Matplotlib" in data[:2000]  # Agg's "Software" text chunk: drawn by matplotlib
+
+
+def test_plot_without_matplotlib_names_the_pip_command(tmp_path, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    with pytest.raises(PlotUnavailable, match="matplotlib") as caught:
+        plot_curves(_fake_run(tmp_path), tmp_path / "c.png")
+    assert PLOT_INSTALL in str(caught.value) and not (tmp_path / "c.png").exists()
 
 
 def test_tune_and_compile_commands(tmp_path, capsys) -> None:
@@ -77,9 +98,13 @@ def test_tune_and_compile_commands(tmp_path, capsys) -> None:
             "--per-round", "2", "--records", str(records), "--min-repeat-ms", "5"]
     assert cli.main(args) == 0
     out = capsys.readouterr()
-    assert "estimated end-to-end kernel time" in out.out
-    assert "[" in out.err and "GFLOP/s" in out.err  # the progress bar
-    assert len(trial_records(read_records(records))) == 6 and records.with_suffix(".png").exists()
+    assert "model: kernels per run" in out.out and "model: wall time per run" in out.out
+    assert "\r" not in out.err  # stderr is no terminal here: no progress bars drawn
+    assert len(trial_records(read_records(records))) == 6
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert records.with_suffix(".png").exists()
+    else:
+        assert PLOT_INSTALL in out.out
     assert cli.main(args) == 0  # already done: resumes, measures nothing new
     assert len(trial_records(read_records(records))) == 6
     artifact = tmp_path / "mlp.so"

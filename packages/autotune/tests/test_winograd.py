@@ -137,7 +137,7 @@ def test_compiled_candidates_match_and_build_applies_the_record(tmp_path) -> Non
         transform = func.attrs["layouts"][1]["transform"]
         alpha = {"winograd_f2_3": 4, "winograd_f4_3": 6}[transform]
         # the 3x3 weights are stored once, as alpha x alpha matrices instead
-        grown = lib.plan["params_bytes"] - plain.plan["params_bytes"]
+        grown = lib.plan.params_bytes - plain.plan.params_bytes
         assert abs(grown - 4 * 6 * 5 * (alpha * alpha - 9)) < 64  # (64-byte alignment)
         lib.export_library(tmp_path / "m.so")
         (got,) = rt.load(tmp_path / "m.so").run({"x": x})

@@ -219,7 +219,7 @@ def test_reshape_runs_as_alias_without_a_kernel(tmp_path: Path) -> None:
     passthrough = b.add1("reshape", [x], {"shape": [3, 4]}, name="view")
     g = b.finish([r, passthrough])
     lib = build(g, target="llvm")
-    assert [k["ops"] for k in lib.plan["kernels"]] == [["matmul"]]
+    assert [k.ops for k in lib.plan.kernels] == [("matmul",)]
     check(g, {"x": rng.standard_normal((2, 6)).astype("float32")}, tmp_path)
 
 
@@ -248,8 +248,8 @@ def test_repeated_layers_share_one_kernel(tmp_path: Path) -> None:
         h = b.add1("relu", [b.add1("matmul", [h, w], name=f"mm{i}")], name=f"relu{i}")
     g = b.finish([h])
     lib = build(g, target="llvm")
-    steps = lib.plan["steps"]
+    steps = lib.plan.steps
     assert len(steps) == 3 and len(lib.funcs) == 1
-    assert {s["kernel"] for s in steps} == {lib.funcs[0].name}
-    assert [s["nodes"] for s in steps] == [[f"mm{i}", f"relu{i}"] for i in range(3)]
+    assert {s.kernel for s in steps} == {lib.funcs[0].name}
+    assert [s.nodes for s in steps] == [(f"mm{i}", f"relu{i}") for i in range(3)]
     check(g, {"x": rng.standard_normal((4, 32)).astype("float32")}, tmp_path)

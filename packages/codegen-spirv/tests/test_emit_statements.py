@@ -23,13 +23,14 @@ from tensorsmith.ir.te.stmt import (
     Seq,
     Store,
 )
+from tensorsmith.runtime.plan import Plan
 
 pytestmark = pytest.mark.vulkan
 
 GROUPS, WG = 5, 64
 
 
-def plan_for(func: PrimFunc) -> dict:
+def plan_for(func: PrimFunc) -> Plan:
     """A plan running ``func`` once: every parameter its own workspace buffer."""
     buffers, offset = [], 0
     for p in func.params:
@@ -40,11 +41,13 @@ def plan_for(func: PrimFunc) -> dict:
         p = func.params[i]
         return {"name": p.name, "shape": list(p.shape), "dtype": p.dtype, "buffer": i}
 
-    return {"target": "vulkan", "inputs": [io(i) for i in range(func.num_inputs)],
-            "outputs": [io(i) for i in range(func.num_inputs, len(func.params))],
-            "kernels": [{"name": func.name, "ops": [], "nodes": []}],
-            "steps": [{"kernel": func.name, "name": "step", "args": list(range(len(buffers)))}],
-            "buffers": buffers, "workspace_bytes": offset, "params_bytes": 0}
+    return Plan.from_json({
+        "target": "vulkan", "device": "vulkan",
+        "inputs": [io(i) for i in range(func.num_inputs)],
+        "outputs": [io(i) for i in range(func.num_inputs, len(func.params))],
+        "kernels": [{"name": func.name, "ops": [], "nodes": []}],
+        "steps": [{"kernel": func.name, "name": "step", "args": list(range(len(buffers)))}],
+        "buffers": buffers, "workspace_bytes": offset, "params_bytes": 0})
 
 
 def shared_tile_kernel() -> PrimFunc:

@@ -23,8 +23,8 @@ def tiny(target: str, path: Path) -> Path:
 def test_llvm_artifact_on_a_vulkan_device(tmp_path: Path) -> None:
     path = tiny("llvm", tmp_path / "cpu.so")
     with pytest.raises(DeviceError, match=r"compiled for target 'llvm', and device 'vulkan' "
-                                          r"runs target 'vulkan' artifacts; load it with "
-                                          r"device='cpu'"):
+                                          r"does not run it \(it runs on device 'cpu'\); load "
+                                          r"it with device='cpu'"):
         rt.load(path, device="vulkan")
 
 

@@ -12,8 +12,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 from onnx.backend.base import Backend
-
-from tensorsmith.frontend.onnx.conformance.cases import NodeCase
+from onnx_conformance.cases import NodeCase
 
 
 def _relu_case(name: str) -> NodeCase:

@@ -1,6 +1,7 @@
-"""Puts this folder on sys.path so tests can import the shared helpers module
-(``frontend_onnx_testing``; uniquely named because every package's tests share one
-pytest session)."""
+"""Puts this folder on sys.path so tests can import the shared helpers: the module
+``frontend_onnx_testing`` and the package ``onnx_conformance`` (the ONNX node-test
+harness, kept out of the wheel); uniquely named because every package's tests share one
+pytest session."""
 
 import sys
 from pathlib import Path

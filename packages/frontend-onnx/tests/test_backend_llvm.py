@@ -16,11 +16,10 @@ from pathlib import Path
 
 import onnx
 import pytest
-
-from tensorsmith.frontend.onnx.conformance.cases import load_cases
-from tensorsmith.frontend.onnx.conformance.pool import CaseRunner
-from tensorsmith.frontend.onnx.conformance.scope import exclusion
-from tensorsmith.frontend.onnx.conformance.table import COMMAND, Record, render
+from onnx_conformance.cases import load_cases
+from onnx_conformance.pool import CaseRunner
+from onnx_conformance.scope import exclusion
+from onnx_conformance.table import COMMAND, Record, render
 
 pytestmark = pytest.mark.slow
 

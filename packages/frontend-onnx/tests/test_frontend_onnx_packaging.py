@@ -21,3 +21,11 @@ def test_distribution_metadata():
     requires = " ".join(dist.requires or [])
     assert "tensorsmith-ir" in requires
     assert "onnx" in requires
+
+
+def test_conformance_harness_is_not_in_the_wheel_sources():
+    """The ONNX node-test harness is how this repository checks the frontend; it lives in
+    tests/onnx_conformance, so src/ (everything the wheel ships) must not hold it."""
+    onnx_src = SRC / "tensorsmith" / "frontend" / "onnx"
+    assert not (onnx_src / "conformance").exists()
+    assert (Path(__file__).parent / "onnx_conformance" / "pool.py").is_file()

@@ -8,10 +8,10 @@ import onnx
 import pytest
 from frontend_onnx_testing import make_model
 from onnx import helper
+from onnx_conformance.pool import CaseRunner, run_isolated
+from onnx_conformance.scope import exclusion
 
 from tensorsmith.frontend.onnx.backend import TensorsmithBackend, prepare, supports_device
-from tensorsmith.frontend.onnx.conformance.pool import CaseRunner, run_isolated
-from tensorsmith.frontend.onnx.conformance.scope import exclusion
 
 FAKES = "conformance_fakes"
 
@@ -76,8 +76,7 @@ def test_runner_survives_a_crash() -> None:
 
 def test_scope_reasons() -> None:
     from onnx import TensorProto
-
-    from tensorsmith.frontend.onnx.conformance.cases import NodeCase
+    from onnx_conformance.cases import NodeCase
 
     def case(model: onnx.ModelProto) -> NodeCase:
         return NodeCase("t", "X", False, model, (), (), 1e-3, 1e-7)

@@ -19,11 +19,11 @@ import numpy as np
 import onnx
 import pytest
 from onnx import numpy_helper
+from onnx_conformance.cases import NodeCase, load_cases
+from onnx_conformance.scope import exclusion
 
 from tensorsmith.frontend.onnx import from_onnx
 from tensorsmith.frontend.onnx.backend import feeding_inputs
-from tensorsmith.frontend.onnx.conformance.cases import NodeCase, load_cases
-from tensorsmith.frontend.onnx.conformance.scope import exclusion
 from tensorsmith.frontend.onnx.context import ConstantRequiredError
 from tensorsmith.frontend.onnx.registry import canonical_domain, lookup
 from tensorsmith.ir.errors import ModelError

@@ -19,10 +19,13 @@ from pathlib import Path
 
 import onnx
 
-from tensorsmith.frontend.onnx.conformance.cases import load_cases
-from tensorsmith.frontend.onnx.conformance.pool import Outcome, run_isolated
-from tensorsmith.frontend.onnx.conformance.scope import exclusion
-from tensorsmith.frontend.onnx.conformance.table import CaseResult, Record, render, summary
+# the harness lives with the frontend's tests (it is not part of the wheel)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from onnx_conformance.cases import load_cases
+from onnx_conformance.pool import Outcome, run_isolated
+from onnx_conformance.scope import exclusion
+from onnx_conformance.table import CaseResult, Record, render, summary
 
 ROOT = Path(__file__).resolve().parents[3]
 RECORD = ROOT / "packages/frontend-onnx/tests/data/onnx_conformance_llvm.json"

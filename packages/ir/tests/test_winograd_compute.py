@@ -86,6 +86,7 @@ def _blocked_group(channels: int, size: tuple[int, int], batch: int = 1):  # noq
     bias = b.constant("bias", rng.standard_normal((1, channels, 1, 1)).astype("float32"))
     y = b.add1("conv2d", [h, w], {"pads": [1, 1, 1, 1]}, name="conv")
     graph = b.finish([b.add1("relu", [b.add1("add", [y, bias], name="bias")], name="relu")])
+    pytest.importorskip("tensorsmith.codegen.llvm")  # provides the llvm target
     _, groups, _ = fused_groups(graph, target="llvm -mcpu=x86-64-v3")
     return next(g for g in groups if any(n.name == "conv" for n in g.nodes))
 

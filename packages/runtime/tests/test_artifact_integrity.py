@@ -14,6 +14,7 @@ import pytest
 from tensorsmith.runtime import ArtifactError, TensorsmithError
 from tensorsmith.runtime.artifact import FOOTER, MAGIC, read_artifact, write_artifact
 from tensorsmith.runtime.gpu_plan import Declared, GpuDispatch, GpuStep, check_plan
+from tensorsmith.runtime.plan import Buffer, Plan
 
 META = {"target": "vulkan", "inputs": [], "outputs": [],
         "buffers": [{"kind": "param", "offset": 0, "nbytes": 2400},
@@ -118,10 +119,8 @@ def test_export_to_a_missing_directory_names_the_users_path(tmp_path: Path) -> N
 
 # ---- the GPU plan check, on plans built here ---------------------------------------
 
-BUFFERS = [{"kind": "param", "offset": 0, "nbytes": 2400},
-           {"kind": "param", "offset": 2432, "nbytes": 120},
-           {"kind": "workspace", "offset": 0, "nbytes": 240},
-           {"kind": "workspace", "offset": 256, "nbytes": 360}]
+BUFFERS = [Buffer("param", 0, 2400), Buffer("param", 2432, 120), Buffer("workspace", 0, 240),
+           Buffer("workspace", 256, 360)]
 KERNEL = Declared((16, 4, 1), frozenset(range(4)))
 
 
@@ -131,7 +130,7 @@ def plan(grid: tuple[int, int, int] = (2, 1, 1), args: tuple[int, ...] = (2, 0, 
     return [GpuStep("fused", args, (dispatch,))]
 
 
-def check(steps: list[GpuStep], buffers: list[dict] = BUFFERS) -> None:
+def check(steps: list[GpuStep], buffers: list[Buffer] = BUFFERS) -> None:
     check_plan(Path("m.tsm"), buffers, steps, params_bytes=2560, workspace_bytes=640,
                max_grid=65535)
 
@@ -142,14 +141,14 @@ def test_a_consistent_plan_passes() -> None:
 
 
 def test_param_offset_past_the_weights_is_refused() -> None:
-    moved = [BUFFERS[0], {"kind": "param", "offset": 2532, "nbytes": 120}, *BUFFERS[2:]]
+    moved = [BUFFERS[0], Buffer("param", 2532, 120), *BUFFERS[2:]]
     with pytest.raises(ArtifactError, match=r"param buffer 1 lies at bytes 2532\.\.2652 of a "
                                             r"2560-byte params section"):
         check(plan(), moved)
 
 
 def test_workspace_buffer_past_the_workspace_is_refused() -> None:
-    moved = [*BUFFERS[:3], {"kind": "workspace", "offset": 356, "nbytes": 360}]
+    moved = [*BUFFERS[:3], Buffer("workspace", 356, 360)]
     with pytest.raises(ArtifactError, match=r"workspace buffer 3 lies at bytes 356\.\.716"):
         check(plan(), moved)
 
@@ -182,7 +181,7 @@ def test_opencl_kernel_declarations_come_from_the_source() -> None:
     source = (b"__kernel __attribute__((reqd_work_group_size(16, 4, 1)))\n"
               b"void k_d0(\n    __global const float* restrict a,\n"
               b"    __global float* restrict b)\n{\n}\n")
-    meta = {"steps": [{"kernel": "k", "name": "s", "args": [2, 3, 0]}]}
+    meta = Plan.from_json({"steps": [{"kernel": "k", "name": "s", "args": [2, 3, 0]}]})
     info = {"kernels": {"k": [{"entry": "k_d0", "grid": [2, 1, 1], "workgroup": [16, 4, 1]}]}}
     steps = plan_steps(Path("m.tsm"), meta, info, source)
     assert steps[0].dispatches[0].declared == Declared((16, 4, 1), frozenset({0, 1}))

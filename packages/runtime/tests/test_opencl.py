@@ -132,8 +132,9 @@ def test_bad_device_index_lists_the_devices(artifact: Path) -> None:
 def test_target_mismatch_names_the_right_device(tmp_path: Path) -> None:
     cpu = tmp_path / "cpu.so"
     write_artifact(cpu, b"\x7fELF", {}, {"target": "llvm -mcpu=native"})
-    with pytest.raises(DeviceError, match="compiled for target 'llvm', and device 'opencl' runs "
-                                          "target 'opencl' artifacts; load it with device='cpu'"):
+    with pytest.raises(DeviceError, match=r"compiled for target 'llvm', and device 'opencl' does "
+                                          r"not run it \(it runs on device 'cpu'\); load it "
+                                          r"with device='cpu'"):
         rt.load(cpu, device="opencl")
     gpu = write(tmp_path / "gpu.tsm")
     with pytest.raises(DeviceError, match="load it with device='opencl'"):

@@ -40,7 +40,8 @@ def test_report_keeps_raw_step_times() -> None:
 
 def test_by_kernel_joins_metadata() -> None:
     rows = report().by_kernel(METADATA)
-    assert [r["kernel"] for r in rows] == ["k_conv", "k_pool"]
+    assert [r["kernel"] for r in rows] == ["k_conv", "k_pool"]  # steps unnamed: symbols
+    assert [r["symbol"] for r in rows] == ["k_conv", "k_pool"]
     conv, pool = rows
     assert conv["ops"] == ["conv2d", "add", "relu"] and conv["nodes"] == ["c1", "b1", "r1"]
     assert conv["calls"] == 4 and conv["total_ms"] == pytest.approx(7.0)
@@ -75,6 +76,7 @@ def test_chrome_trace_one_event_per_kernel_call() -> None:
         "step": 1,
         "run": 0,
         "step_name": "fused_pool2d",
+        "symbol": "k_pool",
         "ops": ["pool2d"],
         "nodes": ["p1"],
     }

@@ -18,6 +18,7 @@ import pytest
 import tensorsmith.runtime as rt
 from tensorsmith.frontend.onnx import from_onnx
 from tensorsmith.ir import build
+from tensorsmith.runtime.kernel_names import kernel_labels
 
 ROOT = Path(__file__).resolve().parents[3]
 if str(ROOT) not in sys.path:  # the model builders live in bench/
@@ -51,8 +52,10 @@ def test_profile_table_and_trace(resnet, tmp_path) -> None:
     proc = tsm("run", resnet, "--profile", "--repeat", REPEAT, "--trace", trace_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     metadata = rt.read_artifact(resnet).metadata
-    kernels = {k["name"]: k for k in metadata["kernels"]}
-    steps = metadata["steps"]
+    names = kernel_labels(metadata)  # symbol -> the name every tool prints
+    assert len(set(names.values())) == len(names) and all("#" in n for n in names.values())
+    kernels = {names[k["name"]]: k for k in metadata["kernels"]}
+    steps = [{**s, "kernel": names[s["kernel"]]} for s in metadata["steps"]]
 
     lines = proc.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("kernel "))

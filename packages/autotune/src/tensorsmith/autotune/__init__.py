@@ -12,9 +12,10 @@ space: the knobs the target's default rules ask for), ``features`` and
 ``measure``/``batch``/``runner_main`` (building and isolated timing; ``dask_measure`` for
 Dask distributed), ``records`` (JSON-lines tuning records), ``scheduler`` (trials across
 tasks), ``tuner`` (the loop), ``confirm`` and ``in_model`` (the final choice: re-measured
-side by side, then timed inside the model), ``progress`` and ``plot`` (what the
-``tensorsmith tune`` command shows). Names below are imported on
-first use, so importing this package stays cheap.
+side by side, then timed inside the model), ``model_timing`` (builds of a model timed
+together), ``outcome`` (what tuning bought, timed inside the model), ``progress`` and
+``plot`` (the progress bars and the curves of ``tensorsmith tune``). Names below are
+imported on first use, so importing this package stays cheap.
 """
 
 from importlib import import_module
@@ -23,8 +24,8 @@ from typing import Any
 
 try:
     __version__ = _metadata.version("tensorsmith-autotune")
-except _metadata.PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.1.0"
+except _metadata.PackageNotFoundError:  # a source tree on sys.path: the one version
+    from tensorsmith.runtime._version import __version__
 
 _LAZY = {
     "Task": "task", "extract_tasks": "task",
@@ -36,6 +37,7 @@ _LAZY = {
     "TaskScheduler": "scheduler",
     "Tuner": "tuner", "TuneResult": "tuner", "tune": "tuner",
     "choose_in_model": "in_model",
+    "measure_outcome": "outcome",
     "plot_curves": "plot",
 }
 

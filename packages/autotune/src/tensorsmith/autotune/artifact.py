@@ -1,17 +1,17 @@
 """One candidate -> a one-kernel artifact the runtime loads like any model.
 
-The plan has a single step: the kernel, its inputs (the group's inputs, weights
-included, all plain artifact inputs so the runner can feed them), outputs and scratch
-as workspace buffers. Every target goes through its codegen's own ``export`` (for llvm,
-the C runtime linked into every artifact is compiled once per builder process, so a
-candidate costs one LLVM compile and one small link).
+The plan (the runtime's ``Plan``, as ``build`` writes it) has a single step: the kernel,
+its inputs (the group's inputs, weights included, all plain artifact inputs so the runner
+can feed them), outputs and scratch as workspace buffers. Every target goes through its
+codegen plug-in's own ``export``, as ``build``'s modules do (for llvm, the C runtime
+linked into every artifact is compiled once per builder process, so a candidate costs
+one LLVM compile and one small link).
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from tensorsmith.ir.codegen import get_codegen
 from tensorsmith.ir.lowering import lower_group
@@ -20,6 +20,8 @@ from tensorsmith.ir.schedules import default_schedule
 from tensorsmith.ir.target import Target
 from tensorsmith.ir.te.schedule import Step
 from tensorsmith.ir.te.stmt import PrimFunc
+from tensorsmith.runtime.plan import Buffer, Kernel, Plan, Tensor
+from tensorsmith.runtime.plan import Step as PlanStep
 
 from .records import versions
 from .task import Task
@@ -35,37 +37,34 @@ def lower_candidate(task: Task, steps: list[Step] | None) -> PrimFunc:
                        task.constant_inputs, task.default_transforms)
 
 
-def kernel_plan(func: PrimFunc, step_name: str, target: Target) -> dict[str, Any]:
+def kernel_plan(func: PrimFunc, step_name: str, target: Target) -> Plan:
     """An execution plan running ``func`` once on workspace buffers for all its params."""
     buffers, offset = [], 0
     for p in func.params:
-        buffers.append({"kind": "workspace", "offset": offset, "nbytes": p.nbytes})
+        buffers.append(Buffer("workspace", offset, p.nbytes))
         offset += (p.nbytes + ALIGN - 1) // ALIGN * ALIGN
 
     layouts = func.attrs.get("layouts", {})
 
-    def io(i: int, name: str) -> dict[str, Any]:
+    def io(i: int, name: str) -> Tensor:
         p = func.params[i]
-        info = {"name": name, "shape": list(p.shape), "dtype": p.dtype, "buffer": i}
-        if i in layouts:  # the runner transposes what it feeds here (see runner_main)
-            info["layout"] = layouts[i]
-        return info
+        # the runner transposes what it feeds an input with a layout (see runner_main)
+        return Tensor(name, tuple(p.shape), p.dtype, i, layouts.get(i))
 
     n_in, n_out = func.num_inputs, func.num_outputs
-    return {
-        "target": str(target),
-        "inputs": [io(i, f"in{i}") for i in range(n_in)],
-        "outputs": [io(n_in + j, f"out{j}") for j in range(n_out)],
-        "kernels": [{"name": func.name, "ops": func.attrs.get("ops", []),
-                     "nodes": func.attrs.get("nodes", [])}],
-        "steps": [{"kernel": func.name, "name": step_name,
-                   "args": list(range(len(func.params)))}],
-        "buffers": buffers,
-        "workspace_bytes": offset,
-        "params_bytes": 0,
-        "memory": {"planned_bytes": offset, "unplanned_bytes": offset},
-        "producer": versions(),
-    }
+    return Plan(
+        target=str(target),
+        device=target.info.device,
+        inputs=tuple(io(i, f"in{i}") for i in range(n_in)),
+        outputs=tuple(io(n_in + j, f"out{j}") for j in range(n_out)),
+        kernels=(Kernel(func.name, tuple(func.attrs.get("ops", [])),
+                        tuple(func.attrs.get("nodes", []))),),
+        steps=(PlanStep(func.name, tuple(range(len(func.params))), step_name),),
+        buffers=tuple(buffers),
+        workspace_bytes=offset,
+        memory={"planned_bytes": offset, "unplanned_bytes": offset},
+        producer=versions(str(target)),
+    )
 
 
 def export_candidate(task: Task, steps: list[Step] | None, path: str | Path) -> float:

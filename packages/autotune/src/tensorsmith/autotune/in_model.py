@@ -15,7 +15,6 @@ appended as ``"selected"`` records (the default wins ties, and needs no record),
 from __future__ import annotations
 
 import math
-import statistics
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from tensorsmith.ir.target import Target
 from tensorsmith.ir.te.schedule import Step
 
 from .artifact import lower_candidate
+from .model_timing import ModelBuild, build_model, time_interleaved
 from .records import RecordLog, make_record
 from .space import steps_key
 from .task import Task
@@ -75,8 +75,6 @@ def choose_in_model(mod: Graph, params: Mapping[str, np.ndarray] | None, target:
                     progress: Callable[[str], None] | None = None) -> list[InModelChoice]:
     """Time the model with the default schedules and with each rank of front-runners,
     pick each kernel's fastest in place and append those choices to ``records``."""
-    from tensorsmith.ir import build
-
     tgt = Target.parse(target)
     runners = front_runners(records, tasks, top)
     ranks = max((len(v) for v in runners.values()), default=0)
@@ -85,55 +83,32 @@ def choose_in_model(mod: Graph, params: Mapping[str, np.ndarray] | None, target:
         return choices
     say = progress or (lambda _: None)
     with tempfile.TemporaryDirectory(prefix="tsm-in-model-") as tmp:
-        modules, owners = [], []
-        for rank in range(ranks + 1):
-            say("building the model with " + (f"each kernel's candidate ranked {rank}"
-                                              if rank else "the default schedules"))
-            rec = Path(tmp) / f"rank{rank}.jsonl"
-            with RecordLog(rec) as log:
-                for c in choices:
-                    if 0 < rank < len(c.candidates):
-                        log.append({**make_record(c.task.key, str(tgt), c.candidates[rank],
-                                                  [1.0], None), "selected": True})
-            lib = build(mod, tgt, params, opt_level=opt_level, records=rec)
-            path = Path(tmp) / f"rank{rank}.tsm"
-            lib.export_library(path)
-            workload = {f.name: f.attrs["workload"] for f in lib.funcs}
-            owners.append([workload[s["kernel"]] for s in lib.plan["steps"]])
-            modules.append(_load(path, tgt))
-        say(f"timing {ranks + 1} builds of the model, {rounds} rounds")
-        medians = _step_medians(modules, rounds, repeat)
-        for m in modules:
-            m.close()
+        builds: list[ModelBuild] = []
+        try:
+            for rank in range(ranks + 1):
+                say("building the model with " + (f"each kernel's candidate ranked {rank}"
+                                                  if rank else "the default schedules"))
+                rec = Path(tmp) / f"rank{rank}.jsonl"
+                with RecordLog(rec) as log:
+                    for c in choices:
+                        if 0 < rank < len(c.candidates):
+                            log.append({**make_record(c.task.key, str(tgt),
+                                                      c.candidates[rank], [1.0], None),
+                                        "selected": True})
+                builds.append(build_model(mod, params, tgt, rec, opt_level,
+                                          Path(tmp) / f"rank{rank}.tsm"))
+            say(f"timing {ranks + 1} builds of the model, {rounds} rounds")
+            timings = time_interleaved([b.module for b in builds], rounds, repeat)
+        finally:
+            for b in builds:
+                b.close()
     for c in choices:
-        c.ms = [sum(t for t, k in zip(medians[r], owners[r]) if k == c.task.key)
+        c.ms = [timings[r].workload_ms(c.task.key, builds[r].step_workloads)
                 if r < len(c.candidates) else math.inf for r in range(ranks + 1)]
         best = min(range(len(c.ms)), key=lambda r: c.ms[r])
         c.chosen = best if c.ms[best] < c.ms[0] * (1 - MIN_GAIN) else 0
     _append_choices(records, str(tgt), choices)
     return choices
-
-
-def _load(path: Path, tgt: Target) -> Any:
-    import tensorsmith.runtime as rt
-
-    return rt.load(path, device="cpu" if tgt.family == "cpu" else tgt.kind)
-
-
-def _step_medians(modules: list[Any], rounds: int, repeat: int) -> list[list[float]]:
-    """Per module, each plan step's median milliseconds over ``rounds`` interleaved
-    rounds of ``repeat`` runs, on the same random inputs."""
-    rng = np.random.default_rng(0)
-    feed = {i["name"]: (rng.standard_normal(i["shape"]).astype(i["dtype"])
-                        if np.dtype(i["dtype"]).kind == "f" else np.zeros(i["shape"], i["dtype"]))
-            for i in modules[0].input_info}
-    times: list[list[list[float]]] = [[] for _ in modules]
-    for r in range(rounds):
-        order = range(len(modules)) if r % 2 == 0 else reversed(range(len(modules)))
-        for i in order:
-            times[i] += modules[i].profile(feed, repeat=repeat).step_ms
-    return [[statistics.median(run[s] for run in runs) for s in range(len(runs[0]))]
-            for runs in times]
 
 
 def _append_choices(records: str | Path, target: str, choices: list[InModelChoice]) -> None:

@@ -149,10 +149,9 @@ CPU_CACHE_FLUSH_MB = 64.0
 
 
 def device_for(target: str) -> str:
-    """The runtime device that runs ``target``'s artifacts: "cpu" for llvm, else the
-    target's kind ("vulkan", "opencl": the first device of that API)."""
-    kind = Target.parse(target).kind
-    return "cpu" if kind == "llvm" else kind
+    """The runtime device that runs ``target``'s artifacts, as its record says ("cpu",
+    "vulkan", "opencl": the first device of that kind)."""
+    return Target.parse(target).info.device
 
 
 class LocalRunner:

@@ -18,13 +18,20 @@ from pathlib import Path
 from typing import Any
 
 from tensorsmith.ir.records import read_records
+from tensorsmith.ir.target import Target
+from tensorsmith.ir.targets import installed_kinds, target_info
 from tensorsmith.ir.te.schedule import Step
 
 
-def versions() -> dict[str, str]:
-    """Versions of the distributions that produced a record."""
+def versions(target: str) -> dict[str, str]:
+    """Versions of the distributions that produced a record for ``target``: the
+    compiler, the tuner and the target's plug-in."""
+    dists = ["tensorsmith-ir", "tensorsmith-autotune"]
+    kind = Target.parse(target, installed=False).kind
+    if kind in installed_kinds():
+        dists.append(target_info(kind).distribution)
     out = {}
-    for dist in ("tensorsmith-ir", "tensorsmith-autotune", "tensorsmith-codegen-llvm"):
+    for dist in filter(None, dists):
         try:
             out[dist] = version(dist)
         except PackageNotFoundError:
@@ -40,7 +47,7 @@ def make_record(workload: str, target: str, steps: Sequence[Step] | Sequence[lis
         "steps": [s.to_json() if isinstance(s, Step) else list(s) for s in steps],
         "costs": [float(c) for c in costs],
         "error": error,
-        "versions": versions(),
+        "versions": versions(target),
     }
 
 

@@ -29,9 +29,12 @@ import math
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from tensorsmith.runtime.plan import Plan
 
 PREFIX = "@@tsm "
 MAX_RUNS = 100_000
@@ -75,15 +78,15 @@ def load_hook(spec: str | None) -> Callable[..., Any] | None:
     return fn
 
 
-def in_layouts(plan: dict[str, Any], feed: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
+def in_layouts(plan: Plan, feed: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
     """``feed`` with each input the candidate stores in another layout (a ``layout`` step
     on a weight) transposed that way, so it computes what the reference does."""
     from tensorsmith.runtime.layouts import to_stored
 
     out = dict(feed)
-    for i, info in enumerate(plan["inputs"]):
-        if info.get("layout"):
-            out[i] = to_stored(feed[i], **info["layout"])
+    for i, info in enumerate(plan.inputs):
+        if info.layout:
+            out[i] = to_stored(feed[i], **info.layout)
     return out
 
 
@@ -147,7 +150,7 @@ def measure(job: dict[str, Any]) -> None:
     if job.get("reference"):
         try:
             ref = rt.load(job["reference"], device=device)
-            reference = ref.run(in_layouts(ref.metadata, feed))
+            reference = ref.run(in_layouts(ref.artifact.plan, feed))
             ref.close()
         except Exception as e:
             emit({"fatal": f"the default schedule failed to run: {type(e).__name__}: {e}"})
@@ -160,7 +163,7 @@ def measure(job: dict[str, Any]) -> None:
         error = None
         try:
             module = rt.load(item["path"], device=device)
-            outputs = module.run(in_layouts(module.metadata, feed))
+            outputs = module.run(in_layouts(module.artifact.plan, feed))
             if hook is not None:
                 hook(index, outputs)
             if reference is not None:

@@ -25,6 +25,7 @@ from tensorsmith.ir.target import Target
 from tensorsmith.ir.te.expr import Binary, Call, Expr, Reduce, Select
 from tensorsmith.ir.te.tensor import Tensor
 from tensorsmith.ir.te.visit import walk
+from tensorsmith.runtime.kernel_names import kernel_label
 
 _FLOAT_OPS = frozenset({"add", "sub", "mul", "div", "max", "min", "pow"})
 
@@ -63,8 +64,10 @@ class Task:
 
     @property
     def label(self) -> str:
-        """A short, human-readable name for progress output: ``fused_matmul_add#1a2b``."""
-        return f"{self.name}#{self.key[:4]}"
+        """The kernel's name, ``fused_matmul_add#1a2b``: the same string ``build`` gives its
+        steps, so ``inspect`` and ``run --profile`` show it too
+        (:mod:`tensorsmith.runtime.kernel_names`)."""
+        return kernel_label(self.name, self.key)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from tensorsmith.ir.codegen import get_codegen
 from tensorsmith.ir.target import Target
+from tensorsmith.ir.targets import installed_kinds, target_info
 from tensorsmith.ir.te.schedule import Step
 
 from .artifact import lower_candidate
@@ -73,7 +74,9 @@ class TaskState:
 
 @dataclass
 class TuneEvent:
-    """A progress snapshot, passed to the callback after every round."""
+    """A progress snapshot, passed to the callback after every round of the search
+    (``stage`` "search") and before each task's front-runners are re-measured
+    (``stage`` "confirm"). Times are the search's: each kernel timed alone."""
 
     task: Task
     task_trials: int
@@ -83,6 +86,9 @@ class TuneEvent:
     best_gflops: float
     e2e_seconds: float
     round_errors: int
+    task_index: int = 0  # of ``task`` in the tuner's tasks
+    task_count: int = 1
+    stage: str = "search"
 
 
 @dataclass
@@ -114,9 +120,10 @@ def e2e(weights: list[int] | list[float], seconds: list[float]) -> float:
     return float(sum(known)) if known else math.inf
 
 
-#: Targets whose rules ask for knobs and that have a runtime device the local runner
-#: measures on.
-TUNABLE = ("llvm", "vulkan", "opencl")
+def tunable_kinds() -> list[str]:
+    """The installed targets whose records say the tuner may search them (their rules
+    ask for knobs and their runtime device can time a kernel)."""
+    return [k for k in installed_kinds() if target_info(k).tunable]
 
 
 class Tuner:
@@ -131,9 +138,9 @@ class Tuner:
         if not tasks:
             raise ValueError("nothing to tune: no tasks")
         for tgt in {Target.parse(t.target).kind: Target.parse(t.target) for t in tasks}.values():
-            if tgt.kind not in TUNABLE:
+            if not tgt.info.tunable:
                 raise ValueError(f"cannot tune kernels for target {tgt.kind!r}; tunable "
-                                 f"targets: {', '.join(TUNABLE)}")
+                                 f"targets: {', '.join(tunable_kinds())}")
             get_codegen(tgt)  # a target whose codegen is not installed fails here, plainly
         self.tasks = tasks
         self.budget = trials
@@ -170,7 +177,7 @@ class Tuner:
         count = 0
         for rec in self.log.records:
             st = by_key.get(rec.get("workload", ""))
-            if st is None or Target.parse(rec["target"]).kind != Target.parse(
+            if st is None or Target.parse(rec["target"], installed=False).kind != Target.parse(
                     st.task.target).kind:
                 continue
             if rec.get("selected"):  # a final choice re-measured earlier, not a trial
@@ -264,9 +271,13 @@ class Tuner:
         st.progress.rounds += 1
         st.progress.history.append((st.progress.trials, st.best_cost))
         self.model.fit()
+        self._event(st, errors, "search")
+
+    def _event(self, st: TaskState, errors: int, stage: str) -> None:
         if self.callback is not None:
             self.callback(TuneEvent(st.task, st.progress.trials, self.total, self.budget,
-                                    st.best_cost, st.best_gflops, self.e2e(), errors))
+                                    st.best_cost, st.best_gflops, self.e2e(), errors,
+                                    self.states.index(st), len(self.states), stage))
 
     def _confirm(self, st: TaskState, folder: Path) -> None:
         """Re-measure the task's front-runners with its default; record the median winner."""
@@ -280,6 +291,7 @@ class Tuner:
                 break
         if not top:
             return  # only the default ran: build uses it anyway
+        self._event(st, 0, "confirm")
         # The default goes first, so it wins a tie.
         items = remeasure(st.task, [None, *top], self.builder, self.runner, folder,
                           self.confirm_rounds)

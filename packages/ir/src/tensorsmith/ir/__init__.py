@@ -13,9 +13,9 @@ from .text import parse_graph, print_graph
 
 try:
     __version__ = version("tensorsmith-ir")
-except PackageNotFoundError:  # running from a source tree
-    __version__ = "0.0.0"
+except PackageNotFoundError:  # a source tree on sys.path: the one version
+    from tensorsmith.runtime._version import __version__
 
 __all__ = ["CompiledModule", "Graph", "GraphBuilder", "ModelError", "Node", "ShapeError",
-           "Target", "TargetError", "TensorsmithError", "UnsupportedOpError", "Value", "build",
-           "parse_graph", "print_graph", "run_graph"]
+           "Target", "TargetError", "TensorsmithError", "UnsupportedOpError", "Value",
+           "__version__", "build", "parse_graph", "print_graph", "run_graph"]

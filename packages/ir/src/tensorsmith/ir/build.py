@@ -2,8 +2,9 @@
 
 The steps: bind the given params, run the graph passes, fuse, lower each group with the
 target's default schedule, plan memory, generate code with the target's codegen plug-in.
-The execution plan (buffers, steps, inputs, outputs) is plain data, the same for every
-target; the codegen decides how kernels and plan are packed into the artifact.
+The execution plan (tensorsmith.runtime.plan.Plan: buffers, steps, inputs, outputs,
+checks) is plain data, the same for every target; the codegen decides how kernels and
+plan are packed into the artifact.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from tensorsmith.runtime.kernel_names import kernel_label
 from tensorsmith.runtime.layouts import to_stored
+from tensorsmith.runtime.plan import Buffer, Check, Kernel, Plan, Step, Tensor
 
 from .codegen import get_codegen, target_resources
 from .errors import ModelError
@@ -209,13 +212,13 @@ def _layout_key(layout: dict[str, Any]) -> str:
 
 
 def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Target,
-               homes: dict[int, View]) -> tuple[dict[str, Any], bytes]:
+               homes: dict[int, View]) -> tuple[Plan, bytes]:
     """``funcs[i]`` is the kernel step ``i`` calls (steps may share one); ``homes`` says
     which values live in another's bytes (:func:`fused_groups`)."""
     def root(v: Value) -> int:
         return homes[v.uid].root.uid if v.uid in homes else v.uid
 
-    buffers: list[dict[str, Any]] = []
+    buffers: list[Buffer] = []
     buffer_of: dict[Any, int] = {}
     # Weights: every constant read by a kernel or returned, packed 64-byte aligned; a
     # kernel that stores a weight in another axis order gets a transposed copy (and the
@@ -227,7 +230,7 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
         data = c.data if key is None else to_stored(c.data, **json.loads(key))
         raw = np.ascontiguousarray(data).tobytes()
         buffer_of[c.uid if key is None else (c.uid, key)] = len(buffers)
-        buffers.append({"kind": "param", "offset": offset, "nbytes": len(raw), "name": c.name})
+        buffers.append(Buffer("param", offset, len(raw), c.name))
         pad = _align(len(raw)) - len(raw)
         chunks.append(raw + b"\0" * pad)
         offset += len(raw) + pad
@@ -258,7 +261,7 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
     mem = plan_memory(sizes, first, last, pinned={v.uid for v in graph.inputs})
     for planned, off in mem.offsets.items():
         buffer_of[planned] = len(buffers)
-        buffers.append({"kind": "workspace", "offset": off, "nbytes": sizes[planned]})
+        buffers.append(Buffer("workspace", off, sizes[planned]))
 
     def buffer(v: Value) -> int:
         """The plan buffer of ``v``: its root's, or a range of it where ``v`` is a part."""
@@ -268,49 +271,52 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
         key = ("part", home.root.uid, home.offset, v.nbytes)
         if key not in buffer_of:
             buffer_of[key] = len(buffers)
-            buffers.append({"kind": "workspace", "nbytes": v.nbytes,
-                            "offset": mem.offsets[home.root.uid] + home.offset})
+            buffers.append(Buffer("workspace", mem.offsets[home.root.uid] + home.offset,
+                                  v.nbytes))
         return buffer_of[key]
 
-    steps = []
+    steps: list[Step] = []
     for step, (g, f) in enumerate(zip(groups, funcs)):
         layouts = f.attrs.get("layouts", {})
         args = [buffer_of[(v.uid, _layout_key(layouts[i]))] if i in layouts else buffer(v)
                 for i, v in enumerate(g.inputs)] + [buffer(v) for v in g.outputs]
         args += [buffer_of[("scratch", step, k)] for k in range(len(f.scratch))]
-        steps.append({"kernel": f.name, "name": g.name, "args": args,
-                      "nodes": [n.name for n in g.nodes]})
+        # the kernel's name in every report, and how its tuning records' workload begins
+        steps.append(Step(f.name, tuple(args), kernel_label(g.name, f.attrs["workload"]),
+                          tuple(n.name for n in g.nodes)))
 
-    def io(v: Value) -> dict[str, Any]:
-        return {"name": v.name, "shape": list(v.shape), "dtype": v.dtype,
-                "buffer": buffer(v)}
+    def io(v: Value) -> Tensor:
+        return Tensor(v.name, tuple(v.shape), v.dtype, buffer(v))
 
-    plan = {
-        "target": str(tgt),
-        "inputs": [io(v) for v in graph.inputs],
-        "outputs": [io(v) for v in graph.outputs],
+    plan = Plan(
+        target=str(tgt),
+        device=tgt.info.device,  # the runtime reads which device runs it from here
+        inputs=tuple(io(v) for v in graph.inputs),
+        outputs=tuple(io(v) for v in graph.outputs),
         # an int32 per check, nonzero after a run that must raise the message instead
-        "checks": [{"buffer": buffer(c.flag), "message": c.message} for c in graph.checks],
-        "kernels": [{"name": f.name, "ops": f.attrs.get("ops", []),
-                     "nodes": f.attrs.get("nodes", [])}
-                    for f in {id(f): f for f in funcs}.values()],
-        "steps": steps,
-        "buffers": buffers,
-        "workspace_bytes": mem.workspace_bytes,
-        "params_bytes": len(blob),
-        "memory": {"planned_bytes": mem.workspace_bytes, "unplanned_bytes": mem.naive_bytes},
-        "producer": _versions(),
-    }
+        checks=tuple(Check(buffer(c.flag), c.message) for c in graph.checks),
+        kernels=tuple(Kernel(f.name, tuple(f.attrs.get("ops", [])),
+                             tuple(f.attrs.get("nodes", [])))
+                      for f in {id(f): f for f in funcs}.values()),
+        steps=tuple(steps),
+        buffers=tuple(buffers),
+        workspace_bytes=mem.workspace_bytes,
+        params_bytes=len(blob),
+        memory={"planned_bytes": mem.workspace_bytes, "unplanned_bytes": mem.naive_bytes},
+        producer=_versions(tgt),
+    )
     return plan, blob
 
 
-def _versions() -> dict[str, str]:
+def _versions(tgt: Target) -> dict[str, str]:
+    """The versions of what made the artifact: the compiler, the runtime it is for, and
+    the plug-in of its target."""
     from importlib.metadata import PackageNotFoundError, version
 
+    dists = ["tensorsmith-ir", "tensorsmith-runtime", "tensorsmith-frontend-onnx"]
+    dists += [tgt.info.distribution] if tgt.info.distribution else []
     out = {}
-    for dist in ("tensorsmith-ir", "tensorsmith-runtime", "tensorsmith-frontend-onnx",
-                 "tensorsmith-codegen-llvm", "tensorsmith-codegen-spirv",
-                 "tensorsmith-codegen-opencl"):
+    for dist in dists:
         try:
             out[dist] = version(dist)
         except PackageNotFoundError:

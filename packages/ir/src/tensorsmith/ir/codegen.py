@@ -1,58 +1,53 @@
 """The codegen plug-in interface.
 
 A codegen distribution registers ``codegen(functions, target) -> Kernels`` under the
-entry-point group ``tensorsmith.codegen``, named by target kind. This package imports
-none of them: installing ``tensorsmith-codegen-spirv`` is what makes ``vulkan`` exist.
-A CPU codegen also registers, under ``tensorsmith.resources``, a function that
-describes the CPU a target compiles for (vector width, registers, caches): the default
-schedules size their register tiles by it.
+entry-point group ``tensorsmith.codegen``, named by target kind, and describes its target
+in a ``TARGET`` record beside it (targets.py). This package imports none of them:
+installing ``tensorsmith-codegen-spirv`` is what makes ``vulkan`` exist.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from importlib.metadata import entry_points
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from .errors import TargetError
-from .target import BASELINE_CPU, PROVIDERS, CpuResources, Target
+from .target import BASELINE_CPU, CpuResources, Target
+from .targets import codegen_entry_point
 from .te.stmt import PrimFunc
+
+if TYPE_CHECKING:
+    from tensorsmith.runtime.plan import Plan
 
 
 class Kernels(Protocol):
     """What a codegen returns: compiled kernels that can be written into an artifact."""
 
-    def export(self, path: str, plan: dict[str, Any], params: bytes) -> None:
-        """Write the artifact at ``path``; ``plan`` is the metadata (execution plan)."""
+    def export(self, path: str, plan: Plan, params: bytes) -> None:
+        """Write the artifact at ``path``: the kernels, ``params`` (the weights the plan's
+        ``param`` buffers index) and ``plan.to_json()`` in its metadata, which the
+        runtime reads back (tensorsmith.runtime.plan)."""
 
 
 CodegenFn = Callable[[list[PrimFunc], Target], Kernels]
 
 
 def get_codegen(target: Target) -> CodegenFn:
-    for ep in entry_points(group="tensorsmith.codegen"):
-        if ep.name == target.kind:
-            fn: CodegenFn = ep.load()
-            return fn
-    provider = PROVIDERS.get(target.kind, "a tensorsmith codegen distribution")
-    raise TargetError(f"target {target.kind!r} is not available: install {provider} "
-                      f"(pip install {provider})")
+    """The codegen function of ``target``'s plug-in (a TargetError if none is installed)."""
+    fn: CodegenFn = codegen_entry_point(target.kind).load()
+    return fn
 
 
 def target_resources(target: Target) -> CpuResources:
     """The CPU a ``cpu``-family target compiles for, as its codegen plug-in describes it
-    (entry-point group ``tensorsmith.resources``, named by target kind: a function of the
-    target); :data:`BASELINE_CPU` when no installed plug-in does. Asked once per target
-    string: the tuner's builders lower every candidate with the default rules at hand."""
+    (its record's ``describe_cpu``); :data:`BASELINE_CPU` when the record has none. Asked
+    once per target string: the tuner's builders lower every candidate with the default
+    rules at hand."""
     return _resources(str(target))
 
 
 @functools.cache
 def _resources(target: str) -> CpuResources:
     tgt = Target.parse(target)
-    for ep in entry_points(group="tensorsmith.resources"):
-        if ep.name == tgt.kind:
-            describe: Callable[[Target], CpuResources] = ep.load()
-            return describe(tgt)
-    return BASELINE_CPU
+    describe = tgt.info.describe_cpu
+    return BASELINE_CPU if describe is None else describe(tgt)

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tensorsmith.runtime.plan import Plan
+
 from .errors import TargetError
 from .graph import Graph
 from .target import Target
@@ -17,14 +19,15 @@ from .te.stmt import PrimFunc
 class CompiledModule:
     graph: Graph
     funcs: list[PrimFunc]
-    plan: dict[str, Any]
+    plan: Plan
     params: bytes
     kernels: Any
     target: Target
     timings: list[tuple[str, float]] = field(default_factory=list)
 
     def export_library(self, path: str | os.PathLike) -> None:
-        """Write the one-file artifact (see docs/artifact.md)."""
+        """Write the one-file artifact (see docs/artifact.md); ``self.target.info.suffix``
+        is the file suffix its target's artifacts are named with by default."""
         self.kernels.export(os.fspath(path), self.plan, self.params)
 
     def export_spirv(self, directory: str | os.PathLike) -> Path:

@@ -59,7 +59,7 @@ def check_record(rec: Any) -> None:
     for name in ("workload", "target"):
         _require(isinstance(rec.get(name), str), name, _expected("a string", rec.get(name)))
     try:
-        Target.parse(rec["target"])
+        Target.parse(rec["target"], installed=False)  # records of any target share a file
     except TargetError as e:
         raise InvalidRecord("target", str(e)) from None
     costs = rec.get("costs")

@@ -118,7 +118,7 @@ def ranked_candidates(path: str | os.PathLike, target: Target) -> dict[str, list
     for lineno, rec in _numbered_records(path):
         if rec.get("error") or not rec["costs"]:  # no "error" is no error
             continue
-        if Target.parse(rec["target"]).kind != target.kind:
+        if Target.parse(rec["target"], installed=False).kind != target.kind:
             continue
         cand = Candidate(f"{path}:{lineno}", [Step.from_json(s) for s in rec["steps"]])
         if rec.get("selected"):

@@ -5,11 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import TargetError
-
-KINDS = ("llvm", "vulkan", "opencl")
-#: Which distribution provides each target's codegen (named in "not installed" errors).
-PROVIDERS = {"llvm": "tensorsmith-codegen-llvm", "vulkan": "tensorsmith-codegen-spirv",
-             "opencl": "tensorsmith-codegen-opencl"}
+from .targets import TargetInfo, installed_kinds, target_info
 
 
 @dataclass(frozen=True)
@@ -19,8 +15,8 @@ class CpuResources:
     A register tile of ``rows`` x ``cols`` accumulators must fit the vector register
     file with room for the row of the other operand and a broadcast, or every
     multiply-add spills to the stack; the widest vector decides how many lanes a
-    register holds. These come from the codegen plug-in that compiles for the CPU
-    (``tensorsmith.resources`` entry points, see ``codegen.target_resources``), so they
+    register holds. These come from the codegen plug-in that compiles for the CPU (its
+    target record's ``describe_cpu``, see ``codegen.target_resources``), so they
     describe the machine the code is compiled for, not a guess.
     """
 
@@ -42,19 +38,26 @@ BASELINE_CPU = CpuResources("x86-64-v3", vector_bits=256, vector_registers=16)
 
 @dataclass(frozen=True)
 class Target:
+    """A target kind and its options; what the kind means is its plug-in's record
+    (:attr:`info`, targets.py)."""
+
     kind: str
     options: dict[str, str] = field(default_factory=dict, hash=False)
 
     @staticmethod
-    def parse(text: str | Target) -> Target:
+    def parse(text: str | Target, *, installed: bool = True) -> Target:
+        """``"kind -key=value ..."``. The kind must be one an installed codegen plug-in
+        provides, unless ``installed`` is False: for reading what was written for
+        targets this machine may lack (the tuning records of every target, in one file)."""
         if isinstance(text, Target):
             return text
         parts = str(text).split()
         if not parts:
-            raise TargetError("empty target string; use one of " + ", ".join(KINDS))
+            raise TargetError("empty target string; installed targets: "
+                              + (", ".join(installed_kinds()) or "none"))
         kind = parts[0]
-        if kind not in KINDS:
-            raise TargetError(f"unknown target {kind!r}; use one of {', '.join(KINDS)}")
+        if installed:
+            target_info(kind)  # a TargetError saying what to install
         options: dict[str, str] = {}
         for p in parts[1:]:
             if not p.startswith("-"):
@@ -64,8 +67,14 @@ class Target:
         return Target(kind, options)
 
     @property
+    def info(self) -> TargetInfo:
+        """The record of the plug-in that provides this target."""
+        return target_info(self.kind)
+
+    @property
     def family(self) -> str:
-        return "cpu" if self.kind == "llvm" else "gpu"
+        """``cpu`` or ``gpu``: which default rules and passes apply (targets.FAMILIES)."""
+        return self.info.family
 
     def __str__(self) -> str:
         return " ".join([self.kind, *(f"-{k}={v}" for k, v in self.options.items())])

@@ -21,6 +21,7 @@ from tensorsmith.runtime.errors import ArtifactError, DeviceError, InputError, T
 if TYPE_CHECKING:
     from tensorsmith.runtime.artifact import FORMAT_VERSION, Artifact, read_artifact, write_artifact
     from tensorsmith.runtime.module import GraphModule
+    from tensorsmith.runtime.plan import Plan
     from tensorsmith.runtime.profiling import ProfileReport
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "DeviceError",
     "GraphModule",
     "InputError",
+    "Plan",
     "ProfileReport",
     "TensorsmithError",
     "__version__",
@@ -45,6 +47,7 @@ _LAZY = {
     "read_artifact": "tensorsmith.runtime.artifact",
     "write_artifact": "tensorsmith.runtime.artifact",
     "GraphModule": "tensorsmith.runtime.module",
+    "Plan": "tensorsmith.runtime.plan",
     "ProfileReport": "tensorsmith.runtime.profiling",
 }
 
@@ -84,31 +87,23 @@ def load(
 
 def _check_target(artifact: Artifact, dev: Any) -> None:
     """Refuse an artifact the device does not run, before any of its code is loaded."""
-    from tensorsmith.runtime.device import TARGET_OF_DEVICE
+    from tensorsmith.runtime.device import EXECUTORS
 
-    wanted = TARGET_OF_DEVICE[dev.kind]
-    if artifact.target != wanted:
-        runs_on = [d for d, t in TARGET_OF_DEVICE.items() if t == artifact.target]
-        hint = f"load it with device='{runs_on[0]}'" if runs_on else "recompile it"
+    runs_on = artifact.plan.runs_on
+    if runs_on != dev.kind:
+        hint = (f"load it with device='{runs_on}'" if runs_on in EXECUTORS
+                else "recompile it for a target whose artifacts this runtime runs")
         raise DeviceError(
             f"artifact '{artifact.path}' was compiled for target '{artifact.target}', and "
-            f"device '{dev}' runs target '{wanted}' artifacts; {hint}"
+            f"device '{dev}' does not run it (it runs on device '{runs_on or 'unknown'}'); "
+            f"{hint}"
         )
 
 
-# Device kind -> "module:Class" of its executor. A GPU executor is built as
-# Class(artifact, device); the CPU's CpuModel as Class(artifact, fd): the open file the
-# artifact was verified from, which it loads. Executors are imported only when used, so an
-# optional backend's dependency (pyopencl) stays optional.
-_EXECUTORS = {
-    "cpu": "tensorsmith.runtime.cpu:CpuModel",
-    "opencl": "tensorsmith.runtime.opencl:OpenCLModel",
-    "vulkan": "tensorsmith.runtime.vulkan:VulkanModel",
-}
-
-
 def _executor(artifact: Artifact, dev: Any, fd: int) -> Any:
-    module, _, name = _EXECUTORS[dev.kind].partition(":")
+    from tensorsmith.runtime.device import EXECUTORS
+
+    module, _, name = EXECUTORS[dev.kind].partition(":")
     cls = getattr(import_module(module), name)
     return cls(artifact, fd) if dev.kind == "cpu" else cls(artifact, dev)
 

@@ -24,6 +24,8 @@ from typing import Any, BinaryIO
 
 from tensorsmith.runtime._version import __version__
 from tensorsmith.runtime.errors import ArtifactError
+from tensorsmith.runtime.metadata_types import expect
+from tensorsmith.runtime.plan import Plan
 
 __all__ = [
     "FORMAT_VERSION", "Artifact", "open_artifact", "read_artifact", "read_artifact_file",
@@ -59,6 +61,8 @@ class Artifact:
     path: Path
     metadata: dict[str, Any]
     payload_length: int
+    #: the execution plan in ``metadata``, read and typed when the file was read
+    plan: Plan = field(repr=False)
     _sections: dict[str, tuple[int, int]] = field(repr=False, default_factory=dict)
 
     @property
@@ -68,7 +72,7 @@ class Artifact:
     @property
     def target(self) -> str:
         """The target kind the artifact was compiled for ("llvm", "vulkan", ...)."""
-        return target_kind(self.metadata.get("target"))
+        return self.plan.target_kind
 
     def section_names(self) -> list[str]:
         return list(self._sections)
@@ -95,15 +99,6 @@ class Artifact:
                 "it was probably built for another target or by another tensorsmith version"
             )
         return self._sections[name]
-
-
-def target_kind(target: object) -> str:
-    """The kind of a metadata target: "llvm" for "llvm -mcpu=skylake" or {"kind": "llvm"}."""
-    if isinstance(target, dict):
-        target = target.get("kind")
-    if isinstance(target, str) and target.split():
-        return target.split()[0]
-    return "unknown"
 
 
 def write_artifact(
@@ -267,9 +262,9 @@ def read_artifact_file(f: BinaryIO, path: Path, *, verify_checksum: bool = True)
     sections = _section_layout(metadata, path, meta_offset)
     if verify_checksum:
         _verify_checksum(f, path, meta_offset, metadata)
-    _check_fields(metadata, path)
+    plan = _check_fields(metadata, path)
     payload_length = min([meta_offset] + [offset for offset, _ in sections.values()])
-    return Artifact(path, metadata, payload_length, sections)
+    return Artifact(path, metadata, payload_length, plan, sections)
 
 
 def _damaged(path: Path, why: str) -> ArtifactError:
@@ -397,57 +392,15 @@ def _verify_checksum(f: Any, path: Path, length: int, metadata: dict[str, Any]) 
         )
 
 
-#: The types of the metadata keys every runtime and tool reads (docs/artifact.md); a key
-#: may be missing, but one that is there has this type, so a mistyped file is refused
-#: here, naming the field, rather than failing inside whatever reads it first.
-_ENTRIES: dict[str, dict[str, str]] = {
-    "inputs": {"name": "str", "dtype": "str", "shape": "ints", "buffer": "int"},
-    "outputs": {"name": "str", "dtype": "str", "shape": "ints", "buffer": "int"},
-    "kernels": {"name": "str", "ops": "strs", "nodes": "strs"},
-    "steps": {"kernel": "str", "name": "str", "args": "ints", "nodes": "strs"},
-    "buffers": {"kind": "str", "offset": "int", "nbytes": "int", "name": "str"},
-    "checks": {"buffer": "int", "message": "str"},
-}
-_SCALARS = {"workspace_bytes": "int", "params_bytes": "int", "producer": "object",
-            "memory": "object", "target": "target", "cpu_features": "strs"}
-_TYPES: dict[str, tuple[str, Any]] = {
-    "int": ("an integer >= 0", lambda v: type(v) is int and v >= 0),
-    "str": ("a string", lambda v: isinstance(v, str)),
-    "ints": ("a list of integers >= 0",
-             lambda v: isinstance(v, list) and all(type(x) is int and x >= 0 for x in v)),
-    "strs": ("a list of strings",
-             lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
-    "object": ("an object", lambda v: isinstance(v, dict)),
-    "target": ("a string or an object", lambda v: isinstance(v, str | dict)),
-}
+#: Metadata keys outside the plan that the runtime reads, and their types.
+_OTHER_KEYS = {"cpu_features": "strs"}
 
 
-def _check_fields(metadata: dict[str, Any], path: Path) -> None:
-    for key, kind in _SCALARS.items():
+def _check_fields(metadata: dict[str, Any], path: Path) -> Plan:
+    """The plan (every plan key typed, plan.py) after the other keys' types are checked:
+    a key may be missing, but one that is there has its documented type, so a mistyped
+    file is refused here, naming the field, rather than failing inside what reads it."""
+    for key, kind in _OTHER_KEYS.items():
         if key in metadata:
-            _expect(metadata[key], kind, key, path)
-    for key, fields in _ENTRIES.items():
-        entries = metadata.get(key, [])
-        if not isinstance(entries, list):
-            raise _malformed(path, key, "a list", entries)
-        for i, entry in enumerate(entries):
-            if not isinstance(entry, dict):
-                raise _malformed(path, f"{key}[{i}]", "an object", entry)
-            for name, kind in fields.items():
-                if name in entry:
-                    _expect(entry[name], kind, f"{key}[{i}].{name}", path)
-
-
-def _expect(value: Any, kind: str, field_path: str, path: Path) -> None:
-    description, ok = _TYPES[kind]
-    if not ok(value):
-        raise _malformed(path, field_path, description, value)
-
-
-def _malformed(path: Path, field_path: str, expected: str, value: Any) -> ArtifactError:
-    shown = repr(value)
-    shown = shown if len(shown) <= 80 else shown[:77] + "..."
-    return ArtifactError(
-        f"artifact '{path}' has malformed metadata: {field_path} should be {expected} and is "
-        f"{shown}; it was not written by a compatible tensorsmith: re-export it"
-    )
+            expect(metadata[key], kind, key, path)
+    return Plan.from_json(metadata, path)

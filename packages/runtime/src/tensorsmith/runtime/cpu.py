@@ -119,10 +119,10 @@ be added here deliberately: until then its libraries are refused before dlopen."
 def check_abi(artifact: Artifact) -> None:
     """Refuse an artifact this binding cannot call, from its metadata alone: dlopen runs the
     library's constructors, so an incompatible library must never get that far."""
-    if artifact.target != "llvm":
+    if artifact.plan.runs_on != "cpu":
         raise ArtifactError(
-            f"artifact '{artifact.path}' was compiled for target '{artifact.target}', not "
-            "'llvm': it is not a CPU library"
+            f"artifact '{artifact.path}' was compiled for target '{artifact.target}', which "
+            "does not run on device 'cpu': it is not a CPU library"
         )
     if artifact.format_version not in C_ABI_FORMAT_VERSIONS:
         raise ArtifactError(

@@ -1,21 +1,27 @@
-"""Device names ("cpu", "vulkan:0", "opencl") and which target's artifacts each runs.
+"""Device names ("cpu", "vulkan:0", "opencl") and the executor of each device kind.
 
 Parsing is separate from loading so that a typo in a device name is reported before any
-file is read, and so the GPU backends can be added here without touching the loader.
+file is read. Which device runs an artifact is the artifact's to say (its plan's
+``device``, see plan.py): this runtime knows its devices, not the compiler's targets.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tensorsmith.runtime._version import __version__
 from tensorsmith.runtime.errors import DeviceError
 
-__all__ = ["Device", "parse_device"]
+__all__ = ["EXECUTORS", "Device", "parse_device"]
 
-# device kind -> the artifact target kind it runs
-TARGET_OF_DEVICE = {"cpu": "llvm", "vulkan": "vulkan", "opencl": "opencl"}
-AVAILABLE = ("cpu", "opencl", "vulkan")
+#: Device kind -> "module:Class" of its executor. A GPU executor is built as
+#: Class(artifact, device); the CPU's CpuModel as Class(artifact, fd): the open file the
+#: artifact was verified from, which it loads. Executors are imported only when used, so
+#: an optional backend's dependency (pyopencl, vulkan) stays optional.
+EXECUTORS = {
+    "cpu": "tensorsmith.runtime.cpu:CpuModel",
+    "vulkan": "tensorsmith.runtime.vulkan:VulkanModel",
+    "opencl": "tensorsmith.runtime.opencl:OpenCLModel",
+}
 
 
 @dataclass(frozen=True)
@@ -30,23 +36,16 @@ class Device:
 
 
 def parse_device(spec: str) -> Device:
-    """Parse "kind" or "kind:index"; refuse unknown kinds and backends not in this runtime."""
+    """Parse "kind" or "kind:index"; refuse kinds this runtime has no executor for."""
     kind, sep, number = str(spec).strip().lower().partition(":")
-    known = ", ".join(f"'{k}'" for k in TARGET_OF_DEVICE)
-    if kind not in TARGET_OF_DEVICE:
+    known = ", ".join(f"'{k}'" for k in EXECUTORS)
+    if kind not in EXECUTORS:
         raise DeviceError(f"unknown device {spec!r}; use one of {known}, e.g. device='cpu'")
     if sep and not number.isdigit():
         raise DeviceError(
             f"device {spec!r} has a bad index {number!r}; write it as '{kind}' or '{kind}:0'"
         )
     index = int(number) if sep else 0
-    if kind not in AVAILABLE:
-        raise DeviceError(
-            f"the {kind} device backend is not available in this runtime version "
-            f"(tensorsmith-runtime {__version__} runs artifacts on "
-            f"{', '.join(repr(k) for k in AVAILABLE)}); compile the model for target 'llvm' "
-            "and load it with device='cpu'"
-        )
     if kind == "cpu" and index != 0:
         raise DeviceError(f"device {spec!r} does not exist: the CPU is device 'cpu' (or 'cpu:0')")
     return Device(kind, index)

@@ -15,12 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tensorsmith.runtime.errors import ArtifactError, InputError
+from tensorsmith.runtime.plan import Buffer, Check, Plan
 
-__all__ = ["Declared", "GpuDispatch", "GpuStep", "RunCheck", "check_plan", "failed_check",
-           "run_checks"]
+__all__ = ["Declared", "GpuDispatch", "GpuStep", "check_plan", "failed_check", "run_checks"]
 
 Triple = tuple[int, int, int]
 
@@ -52,7 +51,7 @@ class GpuStep:
     dispatches: tuple[GpuDispatch, ...]
 
 
-def check_plan(path: Path, buffers: Sequence[dict[str, Any]], steps: Sequence[GpuStep], *,
+def check_plan(path: Path, buffers: Sequence[Buffer], steps: Sequence[GpuStep], *,
                params_bytes: int, workspace_bytes: int, max_grid: int | None = None) -> None:
     """Refuse, with an ArtifactError naming the field, a plan whose buffers leave their
     region (``params_bytes``: the params section's length) or whose dispatches do not fit
@@ -68,12 +67,11 @@ def check_plan(path: Path, buffers: Sequence[dict[str, Any]], steps: Sequence[Gp
             _check_dispatch(path, step, d, max_grid)
 
 
-def _check_buffer(path: Path, index: int, b: dict[str, Any], params_bytes: int,
+def _check_buffer(path: Path, index: int, b: Buffer, params_bytes: int,
                   workspace_bytes: int) -> None:
-    kind, offset, nbytes = b.get("kind"), b.get("offset"), b.get("nbytes")
-    if kind not in ("param", "workspace") or not _count(offset) or not _count(nbytes):
-        raise _bad(path, f"buffer {index} is {b!r}")
-    assert isinstance(offset, int) and isinstance(nbytes, int)
+    kind, offset, nbytes = b.kind, b.offset, b.nbytes
+    if kind not in ("param", "workspace"):
+        raise _bad(path, f"buffer {index} is {b.to_json()!r}")
     limit, region = ((params_bytes, "params section") if kind == "param"
                      else (workspace_bytes, "workspace"))
     if offset + nbytes > limit:
@@ -101,39 +99,19 @@ def _check_dispatch(path: Path, step: GpuStep, d: GpuDispatch, max_grid: int | N
                              f"{len(step.args)} arguments")
 
 
-def _count(value: Any) -> bool:
-    return type(value) is int and value >= 0
-
-
 def _bad(path: Path, what: str) -> ArtifactError:
     return ArtifactError(f"artifact '{path}' is inconsistent: {what}; re-export it")
 
 
-@dataclass(frozen=True)
-class RunCheck:
-    """A check of every run (the plan's ``checks``): the int32 at the start of plan
-    buffer ``buffer`` is nonzero after a run that must raise ``message`` (an index out of
-    range, naming the node) instead of giving outputs. The CPU runtime tests these in C;
-    a GPU runtime reads the flags back after its last dispatch."""
-
-    buffer: int
-    message: str
+def run_checks(path: Path, plan: Plan) -> tuple[Check, ...]:
+    """The plan's checks of every run, each naming a buffer of at least 4 bytes (older
+    artifacts have none). A GPU runtime reads each flag back after its last dispatch."""
+    for i, c in enumerate(plan.checks):
+        if not (c.buffer < len(plan.buffers) and plan.buffers[c.buffer].nbytes >= 4):
+            raise _bad(path, f"check {i} is {c.to_json()!r}")
+    return plan.checks
 
 
-def run_checks(path: Path, metadata: dict[str, Any]) -> list[RunCheck]:
-    """The plan's checks, each naming a buffer of at least 4 bytes (older artifacts have
-    none)."""
-    buffers = metadata.get("buffers", [])
-    checks = []
-    for i, c in enumerate(metadata.get("checks", [])):
-        buffer = c.get("buffer")
-        if not (_count(buffer) and buffer < len(buffers) and buffers[buffer].get("nbytes", 0) >= 4
-                and isinstance(c.get("message"), str)):
-            raise _bad(path, f"check {i} is {c!r}")
-        checks.append(RunCheck(buffer, c["message"]))
-    return checks
-
-
-def failed_check(path: Path, check: RunCheck) -> InputError:
+def failed_check(path: Path, check: Check) -> InputError:
     """The error a run raises when ``check``'s flag is set."""
     return InputError(f"artifact '{path}': {check.message}")

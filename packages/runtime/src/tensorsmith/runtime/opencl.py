@@ -40,6 +40,7 @@ from tensorsmith.runtime.gpu_plan import (
     failed_check,
     run_checks,
 )
+from tensorsmith.runtime.plan import PARAMS_SECTION, Buffer, Plan, Step, Tensor
 
 __all__ = ["OpenCLModel", "list_devices"]
 
@@ -118,15 +119,18 @@ class OpenCLModel:
         cl = self._cl = _pyopencl()
         self.path = artifact.path
         self._meta = artifact.metadata
+        self._plan = plan = artifact.plan
         self.cl_device = _select(device)
         self.device_name = f"opencl:{device.index} '{self.cl_device.name.strip()}'"
         info = self._opencl_entry()
         self._check_extensions(info.get("extensions", []))
-        self.inputs = [self._spec(io, "input") for io in self._meta.get("inputs", [])]
-        self.outputs = [self._spec(io, "output") for io in self._meta.get("outputs", [])]
-        steps = self._meta.get("steps", [])
-        self.step_names = [str(s.get("name", s.get("kernel"))) for s in steps]
-        self._checks = run_checks(self.path, self._meta)
+        self.inputs = [self._spec(io, "input") for io in plan.inputs]
+        self.outputs = [self._spec(io, "output") for io in plan.outputs]
+        # the plan buffer of each input and output (each checked by _spec)
+        self._input_buffers = [int(io.buffer or 0) for io in plan.inputs]
+        self._output_buffers = [int(io.buffer or 0) for io in plan.outputs]
+        self.step_names = [s.label for s in plan.steps]
+        self._checks = run_checks(self.path, plan)
 
         self._context = cl.Context([self.cl_device])
         self._queue = cl.CommandQueue(
@@ -134,16 +138,14 @@ class OpenCLModel:
             properties=cl.command_queue_properties.PROFILING_ENABLE,
         )
         source = artifact.section(info.get("source_section", "opencl.source"))
-        params_section = info.get("params_section", "params")
+        params_section = info.get("params_section", PARAMS_SECTION)
         params_bytes = (artifact.section_length(params_section)
                         if params_section in artifact.section_names() else 0)
-        check_plan(self.path, self._meta.get("buffers", []),
-                   plan_steps(self.path, self._meta, info, source),
-                   params_bytes=params_bytes,
-                   workspace_bytes=int(self._meta.get("workspace_bytes", 0)))
+        check_plan(self.path, plan.buffers, plan_steps(self.path, plan, info, source),
+                   params_bytes=params_bytes, workspace_bytes=plan.workspace_bytes)
         program = self._build(source, str(info.get("build_options", "")))
         self._buffers = self._allocate(artifact, info)
-        self._steps = [self._bind(program, s, info["kernels"]) for s in steps]
+        self._steps = [self._bind(program, s, info["kernels"]) for s in plan.steps]
         self._closed = False
 
     # ---- loading ----------------------------------------------------------------------
@@ -175,20 +177,18 @@ class OpenCLModel:
                     + (", or compile the model without float16" if ext == "cl_khr_fp16" else "")
                 )
 
-    def _spec(self, io: dict[str, Any], kind: str) -> TensorSpec:
-        buffer = self._buffer_entry(io.get("buffer"), f"{kind} {io.get('name')!r}")
-        return TensorSpec(str(io["name"]), str(io["dtype"]), tuple(io["shape"]),
-                          int(buffer["nbytes"]))
+    def _spec(self, io: Tensor, kind: str) -> TensorSpec:
+        buffer = self._buffer_entry(io.buffer, f"{kind} {io.name!r}")
+        return TensorSpec(io.name, io.dtype, io.shape, buffer.nbytes)
 
-    def _buffer_entry(self, index: Any, user: str) -> dict[str, Any]:
-        buffers = self._meta.get("buffers", [])
-        if not isinstance(index, int) or not 0 <= index < len(buffers):
+    def _buffer_entry(self, index: int | None, user: str) -> Buffer:
+        buffers = self._plan.buffers
+        if index is None or not 0 <= index < len(buffers):
             raise ArtifactError(
                 f"artifact '{self.path}' is inconsistent: {user} uses buffer {index!r} and "
                 f"the plan has {len(buffers)} buffers; re-export it"
             )
-        entry: dict[str, Any] = buffers[index]
-        return entry
+        return buffers[index]
 
     def _build(self, source: bytes, options: str) -> Any:
         cl = self._cl
@@ -205,14 +205,14 @@ class OpenCLModel:
     def _allocate(self, artifact: Artifact, info: dict[str, Any]) -> list[Any]:
         cl = self._cl
         mf = cl.mem_flags
-        entries = self._meta.get("buffers", [])
+        entries = self._plan.buffers
         params = b""
-        if any(b.get("kind") == "param" for b in entries):
-            params = artifact.section(info.get("params_section", "params"))
+        if any(b.kind == "param" for b in entries):
+            params = artifact.section(info.get("params_section", PARAMS_SECTION))
         buffers = []
         for b in entries:
-            nbytes, offset = int(b["nbytes"]), int(b["offset"])
-            if b.get("kind") == "param" and nbytes > 0:  # within params: check_plan
+            nbytes, offset = b.nbytes, b.offset
+            if b.kind == "param" and nbytes > 0:  # within params: check_plan
                 host = np.frombuffer(params, np.uint8, nbytes, offset)
                 buffers.append(cl.Buffer(self._context, mf.READ_ONLY | mf.COPY_HOST_PTR,
                                          hostbuf=host))
@@ -220,18 +220,17 @@ class OpenCLModel:
                 buffers.append(cl.Buffer(self._context, mf.READ_WRITE, size=max(nbytes, 4)))
         return buffers
 
-    def _bind(self, program: Any, step: dict[str, Any], table: dict[str, Any]
-              ) -> list[_Dispatch]:
+    def _bind(self, program: Any, step: Step, table: dict[str, Any]) -> list[_Dispatch]:
         cl = self._cl
-        name = step.get("kernel")
+        name = step.kernel
         if name not in table:
             raise ArtifactError(
                 f"artifact '{self.path}' is inconsistent: step kernel {name!r} has no entry "
                 "in its opencl dispatch table; re-export it"
             )
-        for i in step["args"]:
+        for i in step.args:
             self._buffer_entry(i, f"step {name!r}")
-        args = [self._buffers[i] for i in step["args"]]
+        args = [self._buffers[i] for i in step.args]
         dispatches = []
         for d in table[name]:
             grid, workgroup = _triple(d.get("grid")), _triple(d.get("workgroup"))
@@ -265,7 +264,7 @@ class OpenCLModel:
     def set_input(self, index: int, address: int, nbytes: int) -> None:
         spec = self._io(self.inputs, index, nbytes, "input")
         if nbytes:
-            buffer = self._buffers[self._meta["inputs"][index]["buffer"]]
+            buffer = self._buffers[self._input_buffers[index]]
             self._copy(lambda: self._cl.enqueue_copy(
                 self._queue, buffer, _host(address, nbytes), is_blocking=True),
                 f"copying input {spec.name!r} to the device")
@@ -283,7 +282,7 @@ class OpenCLModel:
     def get_output(self, index: int, address: int, nbytes: int) -> None:
         spec = self._io(self.outputs, index, nbytes, "output")
         if nbytes:
-            buffer = self._buffers[self._meta["outputs"][index]["buffer"]]
+            buffer = self._buffers[self._output_buffers[index]]
             self._copy(lambda: self._cl.enqueue_copy(
                 self._queue, _host(address, nbytes), buffer, is_blocking=True),
                 f"copying output {spec.name!r} from the device")
@@ -357,14 +356,13 @@ class OpenCLModel:
             raise TensorsmithError(f"the model of artifact '{self.path}' is closed")
 
 
-def plan_steps(path: Any, meta: dict[str, Any], info: dict[str, Any], source: bytes
-               ) -> list[GpuStep]:
+def plan_steps(path: Any, plan: Plan, info: dict[str, Any], source: bytes) -> list[GpuStep]:
     """The plan's steps in the shape check_plan takes, each dispatch with what its
     ``__kernel`` in the program declares (every step argument is a kernel argument)."""
     declared = _declarations(source.decode("utf-8", errors="replace"))
     steps = []
-    for s in meta.get("steps", []):
-        name = s.get("kernel")
+    for s in plan.steps:
+        name = s.kernel
         table = info["kernels"].get(name)
         if not isinstance(table, list):
             raise ArtifactError(f"artifact '{path}' is inconsistent: step kernel {name!r} has "
@@ -379,8 +377,7 @@ def plan_steps(path: Any, meta: dict[str, Any], info: dict[str, Any], source: by
                                     f"(no such __kernel in its program, or a bad grid): {d!r}; "
                                     "re-export it")
             dispatches.append(GpuDispatch(entry, grid, workgroup, None, declared[entry]))
-        steps.append(GpuStep(str(s.get("name", name)), tuple(s.get("args", [])),
-                             tuple(dispatches)))
+        steps.append(GpuStep(s.label, s.args, tuple(dispatches)))
     return steps
 
 

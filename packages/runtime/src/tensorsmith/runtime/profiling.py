@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tensorsmith.runtime.kernel_names import kernel_labels
+
 __all__ = ["ProfileReport", "summarize"]
 
 
@@ -62,8 +64,10 @@ class ProfileReport(list):
     # ---- per kernel -------------------------------------------------------------------
 
     def by_kernel(self, metadata: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        """One ``{"kernel", "ops", "nodes", "calls", "total_ms", "mean_ms", "percent"}`` per
-        kernel, in the order kernels first run; ``percent`` is its share of all kernel time.
+        """One ``{"kernel", "symbol", "ops", "nodes", "calls", "total_ms", "mean_ms",
+        "percent"}`` per kernel, in the order kernels first run; ``kernel`` is the name
+        every tool prints (:mod:`.kernel_names`), ``symbol`` the kernel's function in the
+        artifact, ``percent`` its share of all kernel time.
 
         Steps map to kernels through ``metadata["steps"]`` (the artifact's plan: step i
         calls kernel ``steps[i]["kernel"]``), and ``metadata["kernels"]`` says which ops
@@ -71,15 +75,16 @@ class ProfileReport(list):
         kernel and ops and nodes are empty.
         """
         kernels = _step_kernels(metadata, len(self.step_names)) or [
-            {"name": name, "ops": [], "nodes": []} for name in self.step_names
+            {"name": name, "symbol": name, "ops": [], "nodes": []} for name in self.step_names
         ]
         rows: dict[str, dict[str, Any]] = {}
         for times in self.step_ms:
             for kernel, ms in zip(kernels, times, strict=True):
                 row = rows.setdefault(
-                    kernel["name"],
+                    kernel["symbol"],
                     {
                         "kernel": kernel["name"],
+                        "symbol": kernel["symbol"],
                         "ops": list(kernel["ops"]),
                         "nodes": list(kernel["nodes"]),
                         "calls": 0,
@@ -99,11 +104,12 @@ class ProfileReport(list):
     ) -> dict[str, Any]:
         """The runs as Chrome trace events (``ph: "X"``, ``ts``/``dur`` in microseconds).
 
-        One event per kernel call (``cat: "kernel"``, ``args``: step index, run, step name,
-        ops, nodes) on thread 1, one per run (``cat: "run"``) on thread 0. Executors report
-        durations, not start times, so runs are laid end to end and each run's kernel calls
-        end to end from the run's start; the gap at a run's end is time spent outside the
-        kernels (the call from Python, timers).
+        One event per kernel call (``cat: "kernel"``, named as every tool names the kernel,
+        ``args``: step index, run, step name, kernel symbol, ops, nodes) on thread 1, one
+        per run (``cat: "run"``) on thread 0. Executors report durations, not start times,
+        so runs are laid end to end and each run's kernel calls end to end from the run's
+        start; the gap at a run's end is time spent outside the kernels (the call from
+        Python, timers).
         """
         kernels = _step_kernels(metadata, len(self.step_names))
         events: list[dict[str, Any]] = [
@@ -119,12 +125,15 @@ class ProfileReport(list):
             for step, ms in enumerate(times):
                 step_name = self.step_names[step] if step < len(self.step_names) else ""
                 kernel: dict[str, Any] = (
-                    kernels[step] if kernels else {"name": step_name, "ops": [], "nodes": []}
+                    kernels[step]
+                    if kernels
+                    else {"name": step_name, "symbol": step_name, "ops": [], "nodes": []}
                 )
                 args = {
                     "step": step,
                     "run": run,
                     "step_name": step_name,
+                    "symbol": kernel["symbol"],
                     "ops": list(kernel["ops"]),
                     "nodes": list(kernel["nodes"]),
                 }
@@ -148,19 +157,22 @@ def _event(name: str, cat: str, ts_us: float, ms: float, tid: int, args: dict) -
 
 
 def _step_kernels(metadata: Mapping[str, Any] | None, num_steps: int) -> list[dict[str, Any]]:
-    """For each step, ``{"name", "ops", "nodes"}`` of the kernel it calls; [] when the
-    metadata does not describe exactly these steps (an artifact from another producer)."""
+    """For each step, ``{"name", "symbol", "ops", "nodes"}`` of the kernel it calls
+    (``name`` from :func:`.kernel_names.kernel_labels`); [] when the metadata does not
+    describe exactly these steps (an artifact from another producer)."""
     if not isinstance(metadata, Mapping):
         return []
     steps, kernels = metadata.get("steps"), metadata.get("kernels")
     if not isinstance(steps, list) or len(steps) != num_steps:
         return []
     described: dict[str, dict[str, Any]] = {}
+    labels = kernel_labels(metadata)
     if isinstance(kernels, list):
         for k in kernels:
             if isinstance(k, Mapping) and isinstance(k.get("name"), str):
                 described[k["name"]] = {
-                    "name": k["name"],
+                    "name": labels.get(k["name"], k["name"]),
+                    "symbol": k["name"],
                     "ops": [str(op) for op in k.get("ops") or []],
                     "nodes": [str(node) for node in k.get("nodes") or []],
                 }
@@ -169,7 +181,7 @@ def _step_kernels(metadata: Mapping[str, Any] | None, num_steps: int) -> list[di
         name = step.get("kernel") if isinstance(step, Mapping) else None
         if not isinstance(name, str):
             return []
-        kernel = described.get(name, {"name": name, "ops": [], "nodes": []})
+        kernel = described.get(name, {"name": name, "symbol": name, "ops": [], "nodes": []})
         nodes = step.get("nodes")  # a kernel shared by several steps: this step's own nodes
         if isinstance(nodes, list):
             kernel = {**kernel, "nodes": [str(node) for node in nodes]}

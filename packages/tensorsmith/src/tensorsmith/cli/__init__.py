@@ -7,7 +7,7 @@ from importlib import metadata as _metadata
 
 try:
     __version__ = _metadata.version("tensorsmith")
-except _metadata.PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.1.0"
+except _metadata.PackageNotFoundError:  # a source tree on sys.path: the one version
+    from tensorsmith.runtime._version import __version__
 
 __all__ = ["__version__"]

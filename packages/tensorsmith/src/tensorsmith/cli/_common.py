@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -63,6 +65,19 @@ def _fmt(value: object) -> str:
     if isinstance(value, np.floating | float):
         return f"{float(value):.6g}"
     return str(value)
+
+
+def named_kernels(metadata: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The kernels of an artifact's metadata (or a build's plan), each ``{"name", "symbol",
+    "ops", "nodes"}``: ``name`` is the one ``run --profile`` and ``tune`` print too
+    (:mod:`tensorsmith.runtime.kernel_names`), ``symbol`` its function in the artifact."""
+    from tensorsmith.runtime.kernel_names import kernel_labels
+
+    labels = kernel_labels(metadata)
+    kernels = metadata.get("kernels")
+    return [{"name": labels.get(str(k.get("name")), k.get("name")), "symbol": k.get("name"),
+             "ops": list(k.get("ops") or []), "nodes": list(k.get("nodes") or [])}
+            for k in (kernels if isinstance(kernels, list) else []) if isinstance(k, dict)]
 
 
 def kernel_lines(kernels: list[dict], nodes_shown: int = 6) -> list[str]:

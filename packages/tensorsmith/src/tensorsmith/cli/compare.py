@@ -28,8 +28,6 @@ from tensorsmith.cli.isolate import Isolation
 from tensorsmith.cli.onnx_reference import node_outputs, run_reference
 from tensorsmith.cli.tensor_diff import Diff, Stats, diff, json_number
 
-DEVICE_OF_TARGET = {"llvm": "cpu", "vulkan": "vulkan", "opencl": "opencl"}
-
 
 @dataclass(frozen=True)
 class Comparison:
@@ -127,8 +125,7 @@ def compare(
     from tensorsmith.ir.target import Target
 
     proto, label = _load(model)
-    kind = Target.parse(target).kind
-    device = device or DEVICE_OF_TARGET.get(kind, kind)
+    device = device or Target.parse(target).info.device
     graph, params = from_onnx(proto, input_shapes)
     feed = _checked(graph, inputs) if inputs is not None else _random_inputs(graph, seed)
     reference = run_reference(proto, feed)

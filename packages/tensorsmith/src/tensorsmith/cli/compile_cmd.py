@@ -13,7 +13,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tensorsmith.cli._common import CliError, existing_file, kernel_lines, writable_file
+from tensorsmith.cli._common import (
+    CliError,
+    existing_file,
+    kernel_lines,
+    named_kernels,
+    writable_file,
+)
 
 EPILOG = """\
 examples:
@@ -26,8 +32,8 @@ shape has symbolic dimensions (such as a batch dimension 'N'). Give it once per 
 """
 
 TARGET_HELP = (
-    "target to compile for: llvm (CPU), vulkan (SPIR-V), opencl; a target is available when "
-    "its codegen distribution is installed (default: llvm)"
+    "target to compile for, with its options: llvm (CPU), vulkan (SPIR-V), opencl, or any "
+    "other target an installed codegen plug-in provides (default: llvm)"
 )
 
 
@@ -109,7 +115,8 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         "-o",
         "--output",
         metavar="PATH",
-        help="artifact to write (default: the model's name with .so)",
+        help="artifact to write (default: the model's name with the suffix of its target's "
+        "artifacts, e.g. mlp.so for llvm, mlp.vulkan.tsm for vulkan)",
     )
     p.add_argument("-t", "--target", default="llvm", help=TARGET_HELP)
     add_input_shape_argument(p)
@@ -165,7 +172,8 @@ def verbose_report(lib: Any, phases: list[tuple[str, float]]) -> str:
         if phase == "build":
             for name, pass_seconds in getattr(lib, "timings", []) or []:
                 lines.append(f"    {name:<32} {pass_seconds * 1e3:10.3f} ms")
-    kernels = list((getattr(lib, "plan", None) or {}).get("kernels") or [])
+    plan = getattr(lib, "plan", None)
+    kernels = named_kernels(plan.to_json() if plan is not None else {})
     lines.append(f"kernels ({len(kernels)})")
     lines += kernel_lines(kernels)
     return "\n".join(lines)
@@ -192,13 +200,17 @@ def plain_record_warnings() -> Iterator[None]:
 
 def run(args: argparse.Namespace) -> int:
     model = existing_file(args.model, "model")
-    output = writable_file(args.output or str(model.with_suffix(".so")), "artifact")
     shapes = input_shapes(args.input_shape)
     verbose = bool(getattr(args, "verbose", False))
 
     # heavy imports only here, so `tensorsmith --help` stays fast
     from tensorsmith.frontend.onnx import from_onnx
     from tensorsmith.ir import build
+    from tensorsmith.ir.target import Target
+
+    target = Target.parse(args.target)
+    # named by the target's record, so one model's artifacts for two targets never collide
+    output = writable_file(args.output or str(model.with_suffix(target.info.suffix)), "artifact")
 
     t0 = time.perf_counter()
     mod, params = from_onnx(str(model), shapes or None)
@@ -209,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     if args.no_index_checks:
         kwargs["index_checks"] = False
     with plain_record_warnings():
-        lib = build(mod, target=args.target, params=params, **kwargs)
+        lib = build(mod, target=target, params=params, **kwargs)
     t2 = time.perf_counter()
     lib.export_library(str(output))
     t3 = time.perf_counter()

@@ -12,7 +12,7 @@ import argparse
 import json
 from typing import Any
 
-from tensorsmith.cli._common import describe, existing_file, kernel_lines
+from tensorsmith.cli._common import describe, existing_file, kernel_lines, named_kernels
 
 EPILOG = """\
 examples:
@@ -20,8 +20,11 @@ examples:
   tensorsmith inspect resnet_vulkan.so --json | python -m json.tool
 
 --json prints one object: path, file_bytes, format_version, target, target_kind,
-producer ({distribution: version}), inputs and outputs ([{name, shape, dtype}]), kernels
-([{name, ops, nodes}]), steps (kernel calls per run), workspace_bytes,
+device (the runtime device that runs it: tensorsmith run --device), producer
+({distribution: version}), inputs and outputs ([{name, shape, dtype}]), kernels
+([{name, symbol, ops, nodes}]: name as run --profile and tune print it, e.g.
+fused_matmul_add_relu#40de, whose digits begin the workload key of its tuning records;
+symbol its function, e.g. tsm_kernel_0), steps (kernel calls per run), workspace_bytes,
 unplanned_workspace_bytes (what the intermediates would need without memory planning, or
 null), params_bytes, payload_bytes and sections ({name: bytes}).
 """
@@ -51,17 +54,17 @@ def summary(path: str) -> dict[str, Any]:
     meta = artifact.metadata
     memory = meta.get("memory") if isinstance(meta.get("memory"), dict) else {}
     sections = meta.get("sections") if isinstance(meta.get("sections"), dict) else {}
-    kernels = [k for k in meta.get("kernels") or [] if isinstance(k, dict)]
     return {
         "path": str(artifact.path),
         "file_bytes": artifact.path.stat().st_size,
         "format_version": artifact.format_version,
         "target": str(meta.get("target", "unknown")),
         "target_kind": artifact.target,
+        "device": artifact.plan.runs_on,
         "producer": dict(meta.get("producer") or {}),
         "inputs": _tensors(meta.get("inputs")),
         "outputs": _tensors(meta.get("outputs")),
-        "kernels": [_kernel(k) for k in kernels],
+        "kernels": named_kernels(meta),
         "steps": len(meta.get("steps") or []),
         "workspace_bytes": meta.get("workspace_bytes"),
         "unplanned_workspace_bytes": memory.get("unplanned_bytes"),
@@ -69,11 +72,6 @@ def summary(path: str) -> dict[str, Any]:
         "payload_bytes": artifact.payload_length,
         "sections": {name: int(span[1]) for name, span in sections.items()},
     }
-
-
-def _kernel(k: dict[str, Any]) -> dict[str, Any]:
-    ops, nodes = k.get("ops") or [], k.get("nodes") or []
-    return {"name": k.get("name"), "ops": list(ops), "nodes": list(nodes)}
 
 
 def _tensors(entries: Any) -> list[dict[str, Any]]:
@@ -100,6 +98,7 @@ def format_text(info: dict[str, Any]) -> str:
         f"artifact   {info['path']}",
         f"file       {size(info['file_bytes'])}",
         f"target     {info['target']}",
+        f"device     {info['device'] or 'unknown'}",
         f"format     version {info['format_version']}",
     ]
     producer = sorted(info["producer"].items()) or [("unknown", "")]

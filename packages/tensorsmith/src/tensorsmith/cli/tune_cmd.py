@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import math
+import importlib.util
 import os
 import shlex
+from pathlib import Path
 from typing import Any
 
 from tensorsmith.cli._common import CliError, existing_file, positive_int, writable_file
 from tensorsmith.cli.compile_cmd import TARGET_HELP, add_input_shape_argument, input_shapes
+from tensorsmith.cli.extras import require_device_binding, require_tuner
+
+PLOT_INSTALL = "pip install 'tensorsmith-autotune[plot]'"
 
 EPILOG = """\
 examples:
@@ -28,13 +32,24 @@ the default schedule run on the first Vulkan or OpenCL device, timed by the devi
 
 --trials counts every record of the model's kernels in the records file, so running the
 same command again after an interruption (Ctrl-C, a kill, a crash) finishes the job: what
-was measured is kept and not measured again. A PNG of the tuning curves is written next
-to the records (RECORDS with .png). Measurements that crash, hang or compute a wrong
-result are recorded as errors; tuning goes on. At the end each kernel's fastest few
+was measured is kept and not measured again. Measurements that crash, hang or compute a
+wrong result are recorded as errors; tuning goes on. At the end each kernel's fastest few
 candidates are measured again next to its default schedule (--confirm-top), then the
 whole model is built with each kernel's fastest few (--in-model-top) and timed: the
 candidate fastest inside the model is recorded as the kernel's final choice, which
 compile applies.
+
+On a terminal, progress bars show the kernel being tuned (i/N), its trials, its best time
+so far (timed alone, as the search times candidates) and the time left. The final table
+is measured differently, inside the model: it is built as 'compile' builds it, without
+and with the records, and both builds are timed together as 'run --profile' times them;
+each kernel's default and tuned milliseconds per run and the model's kernel and wall
+time per run all come from those runs. Kernels are named as 'inspect' and 'run --profile'
+name them (fused_matmul_add_relu#40de: the digits begin the workload key in the records).
+
+A PNG of the tuning curves (each kernel's best time against its trials) is written to
+--plot, by default next to the records (RECORDS with .png); it needs matplotlib:
+pip install 'tensorsmith-autotune[plot]'.
 """
 
 
@@ -89,6 +104,9 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="measure on a Dask cluster (e.g. tcp://host:8786): builds run on "
                    "any worker, timings on workers with a resource named after the target "
                    "(dask-worker --resources llvm=1); needs dask.distributed")
+    p.add_argument("--plot", metavar="PATH",
+                   help="write the tuning curves to this PNG (default: RECORDS with .png, "
+                   "when matplotlib is installed); needs matplotlib: " + PLOT_INSTALL)
     p.add_argument("--no-plot", action="store_true", help="do not write the PNG of the curves")
     p.set_defaults(func=run)
 
@@ -130,18 +148,21 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--timeout and --min-repeat-ms must be positive")
     if args.cache_flush_mb is not None and args.cache_flush_mb < 0:
         raise CliError("--cache-flush-mb must be 0 or more")
+    require_tuner()
+    png = _plot_path(args, records)
 
-    from tensorsmith.autotune.plot import plot_curves
-    from tensorsmith.autotune.progress import ProgressBar
+    from tensorsmith.autotune.progress import TuneProgress
     from tensorsmith.autotune.task import extract_tasks
-    from tensorsmith.autotune.tuner import TUNABLE, Tuner
+    from tensorsmith.autotune.tuner import Tuner, tunable_kinds
     from tensorsmith.frontend.onnx import from_onnx
     from tensorsmith.ir.target import Target
 
     target = Target.parse(args.target)
-    if target.kind not in TUNABLE:
+    if not target.info.tunable:
         raise CliError(f"cannot tune for target {target.kind!r}; use one of "
-                       f"{', '.join(TUNABLE)}")
+                       f"{', '.join(tunable_kinds())}")
+    if not args.dask:  # with --dask the workers measure, with what they have installed
+        require_device_binding(target.info.device, f"tuning for target {target.kind!r}")
     mod, params = from_onnx(str(model), shapes or None)
     tasks = extract_tasks(mod, params, target, opt_level=args.opt_level)
     if not tasks:
@@ -150,29 +171,72 @@ def run(args: argparse.Namespace) -> int:
     print(f"{model}: {len(tasks)} distinct kernels ({total_weight} in the model), "
           f"{args.trials} trials, records {records}")
     builder, runner, client = _measurers(args)
-    bar = ProgressBar()
     tuner = Tuner(tasks, records, args.trials, builder=builder, runner=runner,
-                  per_round=args.per_round, seed=args.seed, callback=bar,
-                  confirm_top=max(0, args.confirm_top), on_confirm=_confirmed)
+                  per_round=args.per_round, seed=args.seed,
+                  confirm_top=max(0, args.confirm_top))
     if tuner.resumed:
-        print(f"resuming: {tuner.resumed} measurements of these kernels already in {records}")
+        print(f"resuming: {tuner.resumed} measurements of these kernels already in {records}",
+              flush=True)
+    progress = tuner.callback = TuneProgress(args.trials, tuner.resumed)
     try:
-        result = tuner.run()
+        with progress:  # ends the bars' lines before anything else is printed
+            result = tuner.run()
     finally:
-        bar.close()
         builder.close()
         runner.close()
         if client is not None:
             client.close()
-    _summary(result)
+    print(f"searched: {result.new_trials} new measurements ({result.resumed_trials} resumed), "
+          f"{sum(result.errors)} failed", flush=True)
     if args.in_model_top > 0 and not args.dask:
         _choose_in_model(mod, params, target, tasks, records, args)
-    if not args.no_plot:
-        png = records.with_suffix(".png")
-        backend = plot_curves(result, png)
-        print(f"tuning curves: {png} ({backend})")
+    _report(mod, params, target, tasks, records, result, args)
+    if png is not None:
+        _plot(result, png)
     print(f"apply them: {compile_command(args, records)}")
     return 0
+
+
+def _plot_path(args: argparse.Namespace, records: Path) -> Path | None:
+    """Where the curves go, or None. Checked before tuning: --plot without matplotlib
+    is an error then, not after an hour of measuring."""
+    if args.no_plot:
+        return None
+    if args.plot:
+        path = writable_file(args.plot, "plot")
+        if importlib.util.find_spec("matplotlib") is None:
+            raise CliError(f"--plot draws with matplotlib, which is not installed; install "
+                           f"it with: {PLOT_INSTALL}")
+        return path
+    return records.with_suffix(".png")
+
+
+def _plot(result: Any, png: Path) -> None:
+    from tensorsmith.autotune.plot import PlotUnavailable, plot_curves
+
+    try:
+        plot_curves(result, png)
+    except PlotUnavailable:
+        print(f"tuning curves: not drawn, matplotlib is not installed ({PLOT_INSTALL}; "
+              "--no-plot skips them)")
+        return
+    print(f"tuning curves: {png}")
+
+
+def _report(mod: Any, params: Any, target: Any, tasks: list[Any], records: Path,
+            result: Any, args: argparse.Namespace) -> None:
+    """The account of the run, timed inside the model (tune_report.py says why only
+    there); with --dask the model is not timed here, where its device may not be."""
+    if args.dask:
+        print("with --dask the model is not timed here: compile it with the line below and "
+              "time it on its device with 'tensorsmith run MODEL.so --profile'")
+        return
+    from tensorsmith.autotune.outcome import measure_outcome
+    from tensorsmith.cli.tune_report import outcome_lines
+
+    outcome = measure_outcome(mod, params, target, tasks, records, opt_level=args.opt_level,
+                              progress=lambda m: print(f"the result: {m}", flush=True))
+    print("\n".join(outcome_lines(outcome, result.trials, result.errors)))
 
 
 def compile_command(args: argparse.Namespace, records: object) -> str:
@@ -197,68 +261,5 @@ def _choose_in_model(mod: Any, params: Any, target: Any, tasks: list[Any], recor
     choices = choose_in_model(mod, params, str(target), tasks, records, top=args.in_model_top,
                               opt_level=args.opt_level,
                               progress=lambda m: print(f"in the model: {m}", flush=True))
-    default = sum(c.ms[0] for c in choices if c.ms)
-    chosen = sum(c.ms[c.chosen] for c in choices if c.ms)
-    for c in choices:
-        if c.ms and c.chosen:
-            print(f"  {c.task.label}: {c.ms[0]:.3f} ms -> {c.ms[c.chosen]:.3f} ms "
-                  f"(candidate ranked {c.chosen}, {c.task.weight} uses)")
-    if chosen > 0:
-        print(f"in the model, the kernels' time per run: default schedules {default:.3f} ms, "
-              f"chosen {chosen:.3f} ms ({default / chosen:.2f}x); build applies the choices")
-
-
-def _confirmed(task: Any, items: list[Any], index: int) -> None:
-    """One line per kernel re-measured at the end: the medians, the choice."""
-    medians = ", ".join(_ms(x.median) for x in items)
-    choice = ("none (all failed)" if index < 0 else "the default schedule" if index == 0
-              else f"candidate {index}")
-    print(f"re-measured {task.label}: default, top {len(items) - 1} medians {medians} ms "
-          f"-> {choice}", flush=True)
-
-
-def e2e_default_remeasured(result: Any) -> float:
-    """Weighted sum of the defaults' re-measured medians (only where a choice was made)."""
-    from tensorsmith.autotune.tuner import e2e
-
-    pairs = [(t.weight, d) for t, d, c in zip(result.tasks, result.remeasured_default_seconds,
-                                              result.selected_seconds) if math.isfinite(c)]
-    return e2e([w for w, _ in pairs], [d for _, d in pairs]) if pairs else math.inf
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.4f}" if math.isfinite(seconds) else "-"
-
-
-def _summary(result: Any) -> None:
-    rows = []
-    chosen = result.selected_seconds or [math.inf] * len(result.tasks)
-    again = result.remeasured_default_seconds or [math.inf] * len(result.tasks)
-    for t, d, b, n, err, c, d2 in zip(result.tasks, result.default_seconds, result.best_seconds,
-                                      result.trials, result.errors, chosen, again):
-        speedup = f"{d / b:.2f}x" if math.isfinite(d) and math.isfinite(b) else "-"
-        gflops = f"{t.flops / b / 1e9:.2f}" if math.isfinite(b) else "-"
-        vs = f"{d2 / c:.2f}x" if math.isfinite(d2) and math.isfinite(c) else "-"
-        rows.append((t.label, str(t.weight), _ms(d), _ms(b), speedup, gflops, str(n), str(err),
-                     _ms(c), vs))
-    head = ("kernel", "uses", "default ms", "best ms", "speedup", "GFLOP/s", "trials", "errors",
-            "chosen ms", "vs default")
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    print("  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in
-                    enumerate(zip(head, widths))))
-    for r in rows:
-        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
-                        enumerate(zip(r, widths))))
-    d, b = result.e2e_seconds("default"), result.e2e_seconds("best")
-    measured = sum(math.isfinite(x) for x in result.best_seconds)
-    partial = (f", over the {measured} of {len(rows)} kernels measured so far"
-               if measured < len(rows) else "")
-    print(f"estimated end-to-end kernel time: default {_ms(d)} ms, tuned {_ms(b)} ms"
-          f"{partial} ({result.new_trials} new measurements, {result.resumed_trials} resumed)")
-    print("(best ms: the fastest single timing of the search, speedup: over the default's "
-          "single timing; chosen ms: median of the final choice re-measured next to the default, "
-          "vs default: the default's median over it, '-' where this run made none)")
-    c, d2 = result.e2e_seconds("selected"), e2e_default_remeasured(result)
-    if math.isfinite(c) and math.isfinite(d2):
-        print(f"re-measured side by side: default {_ms(d2)} ms, chosen {_ms(c)} ms "
-              f"({d2 / c:.2f}x)")
+    if choices:
+        print(f"in the model: each kernel's choice recorded in {records}", flush=True)

@@ -7,15 +7,19 @@ import tempfile
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from tensorsmith.ir.target import Target
+from tensorsmith.ir.target import CpuResources, Target
+from tensorsmith.ir.targets import TargetInfo
 from tensorsmith.ir.te.stmt import PrimFunc
+
+if TYPE_CHECKING:
+    from tensorsmith.runtime.plan import Plan
 
 try:
     __version__ = version("tensorsmith-codegen-llvm")
-except PackageNotFoundError:  # running from a source tree
-    __version__ = "0.0.0"
+except PackageNotFoundError:  # a source tree on sys.path: the one version
+    from tensorsmith.runtime._version import __version__
 
 
 @dataclass
@@ -45,7 +49,7 @@ class LLVMKernels:
             return "\n".join(module_text(f) for f in self.funcs)
         raise ValueError(f"no {kind!r} source for the llvm target; use 'llvm' or 'tir'")
 
-    def export(self, path: str, plan: dict[str, Any], params: bytes) -> None:
+    def export(self, path: str, plan: Plan, params: bytes) -> None:
         """Link the library beside ``path`` and make it the artifact in place, the weights
         appended as section ``params`` (page-aligned, mapped by the library when loaded:
         csrc/tsm_params.c) and ``params.id`` (the random id the plan carries too, so a
@@ -63,7 +67,7 @@ class LLVMKernels:
         from .plan_c import plan_source
         from .target_options import llvm_target
 
-        metadata = {**plan, "target": str(self.target),
+        metadata = {**plan.to_json(), "target": str(self.target),
                     "cpu_features": target_cpu_features(self.target)}
         check_metadata_text(metadata, path)  # names plan.c writes into C strings too
         params_id = os.urandom(PARAMS_ID_BYTES)
@@ -90,4 +94,15 @@ def codegen(funcs: list[PrimFunc], target: Target) -> LLVMKernels:
     return LLVMKernels(funcs, target)
 
 
-__all__ = ["LLVMKernels", "codegen"]
+def describe_cpu(target: Target) -> CpuResources:
+    """The CPU ``target`` compiles for (resources.py), asked of LLVM on first use."""
+    from .resources import cpu_resources
+
+    return cpu_resources(target)
+
+
+#: The ``llvm`` target: CPU code, artifacts that are shared libraries run by the CPU device.
+TARGET = TargetInfo(kind="llvm", family="cpu", device="cpu", suffix=".so", tunable=True,
+                    describe_cpu=describe_cpu)
+
+__all__ = ["TARGET", "LLVMKernels", "__version__", "codegen", "describe_cpu"]

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tensorsmith.runtime.plan import Plan, Tensor
 
 
 def c_string(text: str) -> str:
@@ -28,54 +32,54 @@ def c_bytes(name: str, text: str) -> str:
     return f"static const char {name}[] = {{\n  " + ",\n  ".join(rows) + "\n};"
 
 
-def plan_source(plan: dict[str, Any], metadata: dict[str, Any], params_bytes: int,
+def plan_source(plan: Plan, metadata: dict[str, Any], params_bytes: int,
                 params_id: bytes) -> str:
     """plan.c: the plan's tables, the metadata, and the size and id of the weights that
     the artifact appends to the library (csrc/tsm_params.c maps them)."""
     kinds = {"param": "TSM_PARAM", "workspace": "TSM_WORKSPACE"}
     lines = ['#include "tsm_plan.h"', ""]
-    for k in plan["kernels"]:
-        lines.append(f"TSM_INTERNAL extern void {k['name']}(void **args);")
+    for k in plan.kernels:
+        lines.append(f"TSM_INTERNAL extern void {k.name}(void **args);")
     lines.append("")
 
-    def io_table(name: str, ios: list[dict[str, Any]]) -> None:
+    def io_table(name: str, ios: Sequence[Tensor]) -> None:
         rows = []
         for i, v in enumerate(ios):
-            shape = v["shape"]
-            nbytes = plan["buffers"][v["buffer"]]["nbytes"]
+            shape, buffer = v.shape, v.buffer
+            assert buffer is not None, f"{name} {v.name!r} has no buffer"
+            nbytes = plan.buffers[buffer].nbytes
             if shape:
                 lines.append(f"static const int64_t {name}{i}_shape[] = "
                              f"{{{', '.join(str(d) for d in shape)}}};")
                 shape_ref = f"{name}{i}_shape"
             else:
                 shape_ref = "0"
-            rows.append(f"  {{{c_string(v['name'])}, \"{v['dtype']}\", {len(shape)}, "
-                        f"{shape_ref}, {nbytes}, {v['buffer']}}}")
+            rows.append(f"  {{{c_string(v.name)}, \"{v.dtype}\", {len(shape)}, "
+                        f"{shape_ref}, {nbytes}, {buffer}}}")
         body = ",\n".join(rows) if rows else "  {0, 0, 0, 0, 0, 0}"
         lines.append(f"static const tsm_io {name}s[] = {{\n{body}\n}};")
 
-    io_table("input", plan["inputs"])
-    io_table("output", plan["outputs"])
-    rows = [f"  {{{kinds[b['kind']]}, {b['offset']}, {b['nbytes']}}}" for b in plan["buffers"]]
+    io_table("input", plan.inputs)
+    io_table("output", plan.outputs)
+    rows = [f"  {{{kinds[b.kind]}, {b.offset}, {b.nbytes}}}" for b in plan.buffers]
     lines.append("static const tsm_buffer buffers[] = {\n"
                  + (",\n".join(rows) or "  {0, 0, 0}") + "\n};")
     step_rows = []
-    for i, s in enumerate(plan["steps"]):
-        lines.append(f"static const int step{i}_args[] = {{{', '.join(map(str, s['args']))}}};")
-        step_rows.append(f"  {{{s['kernel']}, {len(s['args'])}, step{i}_args, "
-                         f"{c_string(s['name'])}}}")
+    for i, s in enumerate(plan.steps):
+        lines.append(f"static const int step{i}_args[] = {{{', '.join(map(str, s.args))}}};")
+        step_rows.append(f"  {{{s.kernel}, {len(s.args)}, step{i}_args, {c_string(s.label)}}}")
     lines.append("static const tsm_step steps[] = {\n"
                  + (",\n".join(step_rows) or "  {0, 0, 0, 0}") + "\n};")
-    checks = plan.get("checks", [])
-    check_rows = [f"  {{{c['buffer']}, {c_string(c['message'])}}}" for c in checks]
+    checks = plan.checks
+    check_rows = [f"  {{{c.buffer}, {c_string(c.message)}}}" for c in checks]
     lines.append("static const tsm_check checks[] = {\n"
                  + (",\n".join(check_rows) or "  {0, 0}") + "\n};")
     lines.append(c_bytes("metadata_json", json.dumps(metadata, sort_keys=True)))
     lines.append(
         "TSM_INTERNAL const tsm_plan tsm_graph_plan = {\n"
-        f"  {len(plan['buffers'])}, buffers, {len(plan['steps'])}, steps,\n"
-        f"  {len(plan['inputs'])}, inputs, {len(plan['outputs'])}, outputs,\n"
-        f"  {plan['workspace_bytes']},\n"
+        f"  {len(plan.buffers)}, buffers, {len(plan.steps)}, steps,\n"
+        f"  {len(plan.inputs)}, inputs, {len(plan.outputs)}, outputs,\n"
+        f"  {plan.workspace_bytes},\n"
         f"  metadata_json, {params_bytes}, {{{', '.join(str(b) for b in params_id)}}},\n"
         f"  {len(checks)}, checks\n}};")
     lines.append(cpu_check_source(metadata.get("cpu_features", [])))

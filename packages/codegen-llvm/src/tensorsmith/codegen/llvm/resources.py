@@ -30,8 +30,8 @@ define void @probe(<16 x float>* %a, <16 x float>* %b) {
 
 
 def cpu_resources(target: Target) -> CpuResources:
-    """The ``tensorsmith.resources`` entry point of the ``llvm`` target. The build asks
-    it first of the plug-in, so a bad target option fails here, before any lowering."""
+    """The ``describe_cpu`` of the ``llvm`` target's record. The build asks it first of
+    the plug-in, so a bad target option fails here, before any lowering."""
     return describe(llvm_target(target))
 
 

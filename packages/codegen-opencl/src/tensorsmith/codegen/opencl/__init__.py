@@ -11,6 +11,7 @@ from __future__ import annotations
 from importlib import metadata as _metadata
 
 from tensorsmith.ir.target import Target
+from tensorsmith.ir.targets import TargetInfo
 from tensorsmith.ir.te.stmt import PrimFunc
 
 from .emit import Program, emit_program
@@ -18,10 +19,14 @@ from .kernels import OpenCLKernels
 
 try:
     __version__ = _metadata.version("tensorsmith-codegen-opencl")
-except _metadata.PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.1.0"
+except _metadata.PackageNotFoundError:  # a source tree on sys.path: the one version
+    from tensorsmith.runtime._version import __version__
 
-__all__ = ["OpenCLKernels", "Program", "__version__", "codegen", "emit_program"]
+__all__ = ["TARGET", "OpenCLKernels", "Program", "__version__", "codegen", "emit_program"]
+
+#: The ``opencl`` target: GPU kernels as OpenCL C, run by the runtime's OpenCL device.
+TARGET = TargetInfo(kind="opencl", family="gpu", device="opencl", suffix=".opencl.tsm",
+                    tunable=True)
 
 
 def codegen(functions: list[PrimFunc], target: Target) -> OpenCLKernels:

@@ -12,13 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tensorsmith.ir.target import Target
+from tensorsmith.runtime.plan import PARAMS_SECTION, Plan
 
 from .emit import Program
 
 #: name of the section holding the program's OpenCL C source (UTF-8)
 SOURCE_SECTION = "opencl.source"
-#: name of the section holding the weights blob (plan buffers of kind "param" index it)
-PARAMS_SECTION = "params"
 #: version of the "opencl" metadata entry, bumped when its meaning changes
 OPENCL_METADATA_VERSION = 1
 
@@ -46,9 +45,9 @@ class OpenCLKernels:
             "kernels": self.program.dispatches,
         }
 
-    def export(self, path: str, plan: dict[str, Any], params: bytes) -> None:
+    def export(self, path: str, plan: Plan, params: bytes) -> None:
         from tensorsmith.runtime.artifact import write_artifact
 
-        metadata = {**plan, "target": str(self.target), "opencl": self.metadata()}
+        metadata = {**plan.to_json(), "target": str(self.target), "opencl": self.metadata()}
         sections = {SOURCE_SECTION: self.program.source.encode("utf-8"), PARAMS_SECTION: params}
         write_artifact(path, b"", sections, metadata)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from importlib import metadata as _metadata
 
 from tensorsmith.ir.target import Target
+from tensorsmith.ir.targets import TargetInfo
 from tensorsmith.ir.te.dispatch import split_dispatches
 from tensorsmith.ir.te.stmt import PrimFunc
 
@@ -21,10 +22,14 @@ from .kernels import SpirvKernels
 
 try:
     __version__ = _metadata.version("tensorsmith-codegen-spirv")
-except _metadata.PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.1.0"
+except _metadata.PackageNotFoundError:  # a source tree on sys.path: the one version
+    from tensorsmith.runtime._version import __version__
 
-__all__ = ["SpirvKernels", "SpirvModule", "__version__", "codegen"]
+__all__ = ["TARGET", "SpirvKernels", "SpirvModule", "__version__", "codegen"]
+
+#: The ``vulkan`` target: GPU kernels as SPIR-V, run by the runtime's Vulkan device.
+TARGET = TargetInfo(kind="vulkan", family="gpu", device="vulkan", suffix=".vulkan.tsm",
+                    tunable=True)
 
 
 def codegen(functions: list[PrimFunc], target: Target) -> SpirvKernels:

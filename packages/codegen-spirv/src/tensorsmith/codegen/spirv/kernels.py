@@ -17,6 +17,7 @@ from typing import Any
 
 from tensorsmith.ir.errors import TargetError
 from tensorsmith.ir.target import Target
+from tensorsmith.runtime.plan import PARAMS_SECTION, Plan
 
 from .emit import SpirvModule
 from .tools import disassemble, validate
@@ -80,15 +81,15 @@ class SpirvKernels:
             ],
         }
 
-    def export(self, path: str, plan: dict[str, Any], params: bytes) -> None:
+    def export(self, path: str, plan: Plan, params: bytes) -> None:
         from tensorsmith.runtime.artifact import write_artifact
 
         sections = {f"spirv/{m.name}": m.binary for m in self.modules()}
-        sections["params"] = params
-        metadata = {**plan, "target": str(self.target), "vulkan": self.metadata()}
+        sections[PARAMS_SECTION] = params
+        metadata = {**plan.to_json(), "target": str(self.target), "vulkan": self.metadata()}
         write_artifact(path, b"", sections, metadata)
 
-    def export_spirv(self, directory: str | os.PathLike[str], plan: dict[str, Any],
+    def export_spirv(self, directory: str | os.PathLike[str], plan: Plan,
                      params: bytes) -> Path:
         """Write ``<dispatch>.spv`` files, ``params.bin`` and ``manifest.json``."""
         import json

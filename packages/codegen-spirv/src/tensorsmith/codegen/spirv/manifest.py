@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 from .kernels import EXTENSION_OF_FEATURE, SPIRV_VERSION, VULKAN_VERSION
 
 if TYPE_CHECKING:
+    from tensorsmith.runtime.plan import Plan, Tensor
+
     from .kernels import SpirvKernels
 
 MANIFEST_SCHEMA = "tensorsmith.spirv-manifest"
@@ -31,19 +33,19 @@ BARRIER_AFTER = {
 MIN_RANGE = 4
 
 
-def build_manifest(kernels: SpirvKernels, plan: dict[str, Any]) -> dict[str, Any]:
-    plan_buffers = plan["buffers"]
-    inputs = {io["buffer"] for io in plan["inputs"]}
-    outputs = {io["buffer"] for io in plan["outputs"]}
+def build_manifest(kernels: SpirvKernels, plan: Plan) -> dict[str, Any]:
+    plan_buffers = plan.buffers
+    inputs = {io.buffer for io in plan.inputs}
+    outputs = {io.buffer for io in plan.outputs}
     first: dict[int, int] = {}
     last: dict[int, int] = {}
     dispatches: list[dict[str, Any]] = []
-    for step_index, step in enumerate(plan["steps"]):
-        for module in kernels.kernel(step["kernel"]):
+    for step_index, step in enumerate(plan.steps):
+        for module in kernels.kernel(step.kernel):
             index = len(dispatches)
             bindings = []
             for b in module.bindings:
-                buffer = step["args"][b.param]
+                buffer = step.args[b.param]
                 first.setdefault(buffer, index)
                 last[buffer] = index
                 bindings.append({
@@ -51,14 +53,14 @@ def build_manifest(kernels: SpirvKernels, plan: dict[str, Any]) -> dict[str, Any
                     "descriptor_type": "STORAGE_BUFFER",
                     "buffer": buffer,
                     "offset": 0,
-                    "range": max(plan_buffers[buffer]["nbytes"], MIN_RANGE),
+                    "range": max(plan_buffers[buffer].nbytes, MIN_RANGE),
                     "access": b.access,
                 })
             dispatches.append({
                 "index": index,
                 "step": step_index,
-                "step_name": step.get("name", step["kernel"]),
-                "kernel": step["kernel"],
+                "step_name": step.label,
+                "kernel": step.kernel,
                 "name": module.name,
                 "spv": f"{module.name}.spv",
                 "entry_point": module.entry_point,
@@ -72,16 +74,16 @@ def build_manifest(kernels: SpirvKernels, plan: dict[str, Any]) -> dict[str, Any
             })
     buffers: list[dict[str, Any]] = []
     for i, b in enumerate(plan_buffers):
-        kind = ("param" if b["kind"] == "param" else "input" if i in inputs
+        kind = ("param" if b.kind == "param" else "input" if i in inputs
                 else "output" if i in outputs else "workspace")
-        entry: dict[str, Any] = {"id": i, "kind": kind, "nbytes": b["nbytes"],
-                                 "alloc_bytes": max(-(-b["nbytes"] // 4) * 4, MIN_RANGE)}
-        if "name" in b:
-            entry["name"] = b["name"]
+        entry: dict[str, Any] = {"id": i, "kind": kind, "nbytes": b.nbytes,
+                                 "alloc_bytes": max(-(-b.nbytes // 4) * 4, MIN_RANGE)}
+        if b.name is not None:
+            entry["name"] = b.name
         if kind == "param":
-            entry["params_offset"] = b["offset"]
+            entry["params_offset"] = b.offset
         else:
-            entry["workspace_offset"] = b["offset"]
+            entry["workspace_offset"] = b.offset
         entry["first_dispatch"] = first.get(i)
         entry["last_dispatch"] = last.get(i)
         entry["is_output"] = i in outputs
@@ -90,7 +92,7 @@ def build_manifest(kernels: SpirvKernels, plan: dict[str, Any]) -> dict[str, Any
     return {
         "schema": MANIFEST_SCHEMA,
         "version": MANIFEST_VERSION,
-        "producer": plan.get("producer", {}),
+        "producer": plan.producer or {},
         "target": str(kernels.target),
         "requirements": {
             "vulkan_version": VULKAN_VERSION,
@@ -100,18 +102,17 @@ def build_manifest(kernels: SpirvKernels, plan: dict[str, Any]) -> dict[str, Any
                                                     if f in EXTENSION_OF_FEATURE}),
             "offset_alignment": 64,
         },
-        "params": {"file": "params.bin", "nbytes": plan["params_bytes"]},
-        "workspace_bytes": plan["workspace_bytes"],
+        "params": {"file": "params.bin", "nbytes": plan.params_bytes},
+        "workspace_bytes": plan.workspace_bytes,
         "buffers": buffers,
-        "inputs": [_io(io) for io in plan["inputs"]],
-        "outputs": [_io(io) for io in plan["outputs"]],
+        "inputs": [_io(io) for io in plan.inputs],
+        "outputs": [_io(io) for io in plan.outputs],
         "dispatches": dispatches,
     }
 
 
-def _io(io: dict[str, Any]) -> dict[str, Any]:
-    return {"name": io["name"], "shape": list(io["shape"]), "dtype": io["dtype"],
-            "buffer": io["buffer"]}
+def _io(io: Tensor) -> dict[str, Any]:
+    return {"name": io.name, "shape": list(io.shape), "dtype": io.dtype, "buffer": io.buffer}
 
 
 __all__ = ["MANIFEST_SCHEMA", "MANIFEST_VERSION", "build_manifest"]

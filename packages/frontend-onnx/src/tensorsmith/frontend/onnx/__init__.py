@@ -4,7 +4,14 @@ Converters are chosen by the model's opset (see :mod:`.registry`); every error i
 :class:`tensorsmith.ir.errors.ModelError` (or subclass) that names the file or node.
 """
 
+from importlib import metadata as _metadata
+
 from .importer import from_onnx
 from .registry import supported_ops
 
-__all__ = ["from_onnx", "supported_ops"]
+try:
+    __version__ = _metadata.version("tensorsmith-frontend-onnx")
+except _metadata.PackageNotFoundError:  # a source tree on sys.path: the one version
+    from tensorsmith.runtime._version import __version__
+
+__all__ = ["__version__", "from_onnx", "supported_ops"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .plan import BufferSpec
+from tensorsmith.runtime.plan import Buffer
 
 __all__ = ["Layout", "Placement", "place"]
 
@@ -35,7 +35,7 @@ class Layout:
     repacked: bool  # params must be copied buffer by buffer to their new offsets
 
 
-def place(buffers: list[BufferSpec], alignment: int, workspace_bytes: int,
+def place(buffers: list[Buffer], alignment: int, workspace_bytes: int,
           params_bytes: int) -> Layout:
     alignment = max(alignment, 1)
     if all(b.offset % alignment == 0 for b in buffers):

@@ -20,6 +20,7 @@ from tensorsmith.runtime.cpu import TensorSpec
 from tensorsmith.runtime.device import Device
 from tensorsmith.runtime.errors import ArtifactError, DeviceError, TensorsmithError
 from tensorsmith.runtime.gpu_plan import failed_check
+from tensorsmith.runtime.plan import PARAMS_SECTION
 
 from .commands import CommandRecorder, Copy, Submitter
 from .context import DeviceContext, device_context
@@ -93,7 +94,7 @@ class VulkanModel:
         r["params"] = create_buffer(ctx, self.layout.params_size, storage, "the weights")
         r["workspace"] = create_buffer(ctx, self.layout.workspace_size, storage, "the workspace")
         has_params = any(b.kind == "param" for b in self.plan.buffers)
-        params = artifact.section("params") if has_params else b""
+        params = artifact.section(PARAMS_SECTION) if has_params else b""
         self._upload_params(params)
         if self.mode == "staging":
             self._staging_offsets: dict[tuple[str, int], int] = {}

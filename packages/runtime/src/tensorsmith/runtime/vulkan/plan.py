@@ -1,4 +1,5 @@
-"""The execution plan of a ``vulkan`` artifact, read from its metadata and checked.
+"""The execution plan of a ``vulkan`` artifact (its ``Plan`` and ``vulkan`` dispatch
+table), checked.
 
 Everything the executor trusts about the file is checked here, once, so a damaged or
 mismatched artifact fails at load with an ArtifactError naming the field, instead of
@@ -19,12 +20,12 @@ from tensorsmith.runtime.gpu_plan import (
     Declared,
     GpuDispatch,
     GpuStep,
-    RunCheck,
     check_plan,
     run_checks,
 )
+from tensorsmith.runtime.plan import PARAMS_SECTION, Buffer, Check, Tensor
 
-__all__ = ["METADATA_VERSION", "BufferSpec", "DispatchSpec", "StepSpec", "VulkanPlan", "parse"]
+__all__ = ["METADATA_VERSION", "DispatchSpec", "StepSpec", "VulkanPlan", "parse"]
 
 #: The newest ``vulkan`` metadata version this runtime reads.
 METADATA_VERSION = 1
@@ -51,13 +52,6 @@ class StepSpec:
 
 
 @dataclass(frozen=True)
-class BufferSpec:
-    kind: str  # "param" or "workspace"
-    offset: int  # in the params section, or in the workspace
-    nbytes: int
-
-
-@dataclass(frozen=True)
 class IOSpec:
     tensor: TensorSpec
     buffer: int
@@ -65,18 +59,20 @@ class IOSpec:
 
 @dataclass
 class VulkanPlan:
-    buffers: list[BufferSpec]
+    buffers: list[Buffer]
     steps: list[StepSpec]
     inputs: list[IOSpec]
     outputs: list[IOSpec]
     features: list[str]
     workspace_bytes: int
     params_bytes: int
-    checks: list[RunCheck]
+    checks: tuple[Check, ...]
 
 
 def parse(artifact: Artifact) -> VulkanPlan:
-    meta = artifact.metadata
+    """The artifact's plan (``artifact.plan``) with its ``vulkan`` dispatch table, checked
+    against the SPIR-V modules."""
+    meta, plan = artifact.metadata, artifact.plan
     where = f"artifact '{artifact.path}'"
 
     def bad(what: str) -> ArtifactError:
@@ -93,35 +89,34 @@ def parse(artifact: Artifact) -> VulkanPlan:
                             f"tensorsmith-runtime reads up to {METADATA_VERSION}; upgrade "
                             "tensorsmith-runtime")
     buffers = []
-    for i, b in enumerate(meta.get("buffers", [])):
-        if b.get("kind") not in ("param", "workspace") or not _ints(b, "offset", "nbytes"):
-            raise bad(f"buffer {i} is {b!r}")
-        buffers.append(BufferSpec(b["kind"], b["offset"], b["nbytes"]))
+    for i, b in enumerate(plan.buffers):
+        if b.kind not in ("param", "workspace"):
+            raise bad(f"buffer {i} is {b.to_json()!r}")
+        buffers.append(b)
     kernels = {}
     for k in info["kernels"]:
         if not isinstance(k, dict) or not isinstance(k.get("dispatches"), list):
             raise bad(f"vulkan kernel entry {k!r}")
         kernels[k.get("name")] = k["dispatches"]
     steps = []
-    for s in meta.get("steps", []):
-        kernel = s.get("kernel")
+    for s in plan.steps:
+        kernel, args = s.kernel, s.args
         if kernel not in kernels:
             raise bad(f"step kernel {kernel!r} has no entry in the vulkan dispatch table")
-        args = s.get("args")
-        if not isinstance(args, list) or not all(_index(a, len(buffers)) for a in args):
-            raise bad(f"step {kernel!r} has arguments {args!r} for {len(buffers)} buffers")
+        if not all(_index(a, len(buffers)) for a in args):
+            raise bad(f"step {kernel!r} has arguments {list(args)!r} for {len(buffers)} "
+                      "buffers")
         dispatches = tuple(_dispatch(d, len(args), bad) for d in kernels[kernel])
-        steps.append(StepSpec(str(s.get("name", kernel)), kernel, tuple(args), dispatches))
-    inputs = [_io(io, buffers, "input", bad) for io in meta.get("inputs", [])]
-    outputs = [_io(io, buffers, "output", bad) for io in meta.get("outputs", [])]
+        steps.append(StepSpec(s.label, kernel, args, dispatches))
+    inputs = [_io(io, buffers, "input", bad) for io in plan.inputs]
+    outputs = [_io(io, buffers, "output", bad) for io in plan.outputs]
     features = info.get("features", [])
     if not isinstance(features, list):
         raise bad(f"vulkan features {features!r}")
-    plan = VulkanPlan(buffers, steps, inputs, outputs, [str(f) for f in features],
-                      int(meta.get("workspace_bytes", 0)), int(meta.get("params_bytes", 0)),
-                      run_checks(artifact.path, meta))
-    check(artifact, plan)
-    return plan
+    parsed = VulkanPlan(buffers, steps, inputs, outputs, [str(f) for f in features],
+                        plan.workspace_bytes, plan.params_bytes, run_checks(artifact.path, plan))
+    check(artifact, parsed)
+    return parsed
 
 
 def check(artifact: Artifact, plan: VulkanPlan) -> None:
@@ -140,9 +135,9 @@ def check(artifact: Artifact, plan: VulkanPlan) -> None:
             dispatches.append(GpuDispatch(d.name, d.grid, d.workgroup, d.bindings,
                                           declared[d.section]))
         steps.append(GpuStep(s.name, s.args, tuple(dispatches)))
-    has_params = "params" in artifact.section_names()
-    check_plan(artifact.path, artifact.metadata.get("buffers", []), steps,
-               params_bytes=artifact.section_length("params") if has_params else 0,
+    has_params = PARAMS_SECTION in artifact.section_names()
+    check_plan(artifact.path, artifact.plan.buffers, steps,
+               params_bytes=artifact.section_length(PARAMS_SECTION) if has_params else 0,
                workspace_bytes=plan.workspace_bytes, max_grid=MAX_GRID)
 
 
@@ -185,19 +180,11 @@ def _dispatch(d: Any, nargs: int, bad: Any) -> DispatchSpec:
     return DispatchSpec(d["name"], d["section"], d["entry_point"], grid, wg, tuple(pairs))
 
 
-def _io(io: Any, buffers: list[BufferSpec], kind: str, bad: Any) -> IOSpec:
-    name = io.get("name") if isinstance(io, dict) else None
-    buffer = io.get("buffer") if isinstance(io, dict) else None
-    if not isinstance(name, str) or not _index(buffer, len(buffers)):
-        raise bad(f"{kind} {io!r}")
-    assert isinstance(buffer, int)
-    spec = TensorSpec(name, str(io.get("dtype")), tuple(io.get("shape", ())),
-                      buffers[buffer].nbytes)
-    return IOSpec(spec, buffer)
-
-
-def _ints(d: dict[str, Any], *keys: str) -> bool:
-    return all(isinstance(d.get(k), int) and d[k] >= 0 for k in keys)
+def _io(io: Tensor, buffers: list[Buffer], kind: str, bad: Any) -> IOSpec:
+    if not _index(io.buffer, len(buffers)):
+        raise bad(f"{kind} {io.to_json()!r}")
+    spec = TensorSpec(io.name, io.dtype, io.shape, buffers[io.buffer].nbytes)
+    return IOSpec(spec, io.buffer)
 
 
 def _index(value: Any, count: int) -> TypeGuard[int]:

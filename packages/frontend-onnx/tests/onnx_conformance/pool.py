@@ -25,7 +25,7 @@ from typing import Any
 from .check import run_case
 
 DEFAULT_BACKEND = "tensorsmith.frontend.onnx.backend:TensorsmithBackend"
-DEFAULT_CASES = "tensorsmith.frontend.onnx.conformance.cases:load_cases"
+DEFAULT_CASES = "onnx_conformance.cases:load_cases"
 
 
 @dataclass(frozen=True)
