@@ -46,13 +46,16 @@ def from_onnx(model: onnx.ModelProto | str | os.PathLike[str],
 def check_graph(graph: onnx.GraphProto, source: str) -> None:
     """Refuse a graph that computes nothing, and names no artifact can carry.
 
-    The checker takes a graph without nodes or outputs, and names with a NUL character,
-    which the C strings of artifacts and kernels would cut short."""
+    The checker takes a graph without nodes or outputs, names with a NUL character,
+    which the C strings of artifacts and kernels would cut short, and names that are not
+    UTF-8 (which protobuf returns as bytes)."""
     if not len(graph.output):
         raise ModelError(f"{source}: the graph has no outputs, so there is nothing to compute")
     if not len(graph.node):
         raise ModelError(f"{source}: the graph has no nodes, so there is nothing to compile")
     for kind, name in _all_names(graph):
+        if isinstance(name, bytes):  # protobuf hands back a name that is not UTF-8 as bytes
+            raise ModelError(f"{source}: {kind} {name!r} is not valid UTF-8 text; rename it")
         if "\0" in name:
             raise ModelError(f"{source}: {kind} {name!r} contains a NUL character; rename it")
 
