@@ -432,7 +432,8 @@ def floors(session: nox.Session) -> None:
     session.log("installing at the floors: " + ", ".join(f"{n}=={v}" for n, v in pins.items()))
     session.install("-c", str(constraints),
                     *_specs(list(PACKAGES), editable=True, runtime_extras=RUNTIME_EXTRAS),
-                    "pytest>=8", "pytest-xdist", "pytest-timeout", "hypothesis", "onnxruntime")
+                    "pytest>=8", "pytest-xdist", "pytest-timeout", "hypothesis", "onnxruntime",
+                    "matplotlib")  # the plot tests in the slice (autotune's plot extra)
     session.run("python", "-m", "pip", "list")
     session.run("pytest", "-n", "2", *(session.posargs or FLOOR_TESTS))
 
