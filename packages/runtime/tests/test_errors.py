@@ -108,7 +108,7 @@ def test_gpu_artifact_on_cpu_names_target_and_device(tmp_path: Path, model_artif
     with pytest.raises(
         DeviceError, match=r"compiled for target 'vulkan'.*load it with device='vulkan'"
     ):
-        rt.load(path)
+        rt.load(path, device="cpu")
 
 
 def test_artifact_errors_at_load(tmp_path: Path, model_artifact) -> None:

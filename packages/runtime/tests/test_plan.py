@@ -95,4 +95,6 @@ def test_the_plan_says_which_device_runs_it(model_artifact, tmp_path: Path,  # n
         rt.load(path, device="vulkan")
     unknown = rewritten(model_artifact, tmp_path, target="toy")
     with pytest.raises(DeviceError, match=r"it runs on device 'unknown'\); recompile it"):
-        rt.load(unknown)
+        rt.load(unknown, device="cpu")
+    with pytest.raises(DeviceError, match=r"does not say which device runs it \(target 'toy'\)"):
+        rt.load(unknown)  # no device given, and none the plan names

@@ -59,10 +59,13 @@ def __getattr__(name: str) -> Any:
 
 
 def load(
-    path: str | os.PathLike[str], device: str = "cpu", *, num_threads: int | None = None
+    path: str | os.PathLike[str], device: str | None = None, *, num_threads: int | None = None
 ) -> GraphModule:
     """Load an artifact for `device`: "cpu", or "opencl" / "opencl:N" (the N-th OpenCL device),
     or "vulkan" / "vulkan:N" (the N-th Vulkan device, best first: see vulkan.list_devices()).
+    None (the default) is the first device of the kind the artifact was compiled for (its
+    plan's device), so `load("model.vulkan.tsm")` runs on Vulkan as `load("model.so")` runs
+    on the CPU.
 
     Checks the file (footer, format version, checksum) and that its target runs on the
     device before any native code is loaded. `num_threads` sets the threads of this
@@ -74,10 +77,10 @@ def load(
     from tensorsmith.runtime.device import parse_device
     from tensorsmith.runtime.module import GraphModule
 
-    dev = parse_device(device)
     # One open file for the checks and the loading, so what runs is what was checked.
     with open_artifact(path) as f:
         artifact = read_artifact_file(f, Path(path))
+        dev = parse_device(device if device is not None else _own_device(artifact))
         _check_target(artifact, dev)
         module = GraphModule(artifact, _executor(artifact, dev, f.fileno()), dev)
     if num_threads is not None:
@@ -98,6 +101,16 @@ def _check_target(artifact: Artifact, dev: Any) -> None:
             f"device '{dev}' does not run it (it runs on device '{runs_on or 'unknown'}'); "
             f"{hint}"
         )
+
+
+def _own_device(artifact: Artifact) -> str:
+    """The device kind the artifact's plan runs on, for ``load`` without a device."""
+    runs_on = artifact.plan.runs_on
+    if runs_on is None:
+        raise DeviceError(f"artifact '{artifact.path}' does not say which device runs it "
+                          f"(target '{artifact.target}'); pass device='cpu', 'vulkan' or "
+                          "'opencl'")
+    return runs_on
 
 
 def _executor(artifact: Artifact, dev: Any, fd: int) -> Any:

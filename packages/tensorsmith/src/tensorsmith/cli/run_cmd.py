@@ -54,8 +54,9 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "-d",
         "--device",
-        default="cpu",
-        help="device to run on: cpu, vulkan or opencl (default: cpu)",
+        default=None,
+        help="device to run on: cpu, vulkan or opencl, or kind:N for the N-th of a kind "
+        "(default: the first device of the kind the artifact was compiled for)",
     )
     p.add_argument(
         "-i",
@@ -176,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
     import tensorsmith.runtime as rt
 
     module = rt.load(str(artifact), device=args.device)
+    device = args.device or str(module.device)
     infos = _expected(module)
     if inputs_path is not None:
         feed = load_inputs(inputs_path, infos)
@@ -190,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
         )
 
     source = f"inputs from {inputs_path}" if inputs_path else f"random inputs (seed {args.seed})"
-    print(f"ran {artifact} on {args.device} with {source}")
+    print(f"ran {artifact} on {device} with {source}")
     print("outputs:")
     for name, value in zip(names, outputs):
         print(summarize(name, value))
