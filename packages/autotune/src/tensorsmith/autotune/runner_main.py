@@ -26,6 +26,7 @@ import importlib
 import importlib.util
 import json
 import math
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
 PREFIX = "@@tsm "
 MAX_RUNS = 100_000
 FLUSHED_RUNS = 10
+#: How long (microseconds) the pool's idle workers poll in this process when runs are
+#: separated by cache flushes: longer than a flush of the default size takes.
+FLUSH_SPIN_US = 20_000
 
 
 def emit(message: dict[str, Any]) -> None:
@@ -146,6 +150,13 @@ def measure(job: dict[str, Any]) -> None:
     feed = dict(enumerate(inputs))
     device = str(job.get("device") or "cpu")
     flush_bytes = int(job.get("flush_bytes", 0)) if device.partition(":")[0] == "cpu" else 0
+    if flush_bytes:
+        # Inside a model the thread pool's workers are still polling when the next
+        # kernel starts (the previous one just ended); here the flush between runs takes
+        # milliseconds, longer than they poll by default, so every timed run would first
+        # wake sleeping threads and parallel schedules would rank worse than they run.
+        # The pool reads this when a library first uses it, after this point.
+        os.environ.setdefault("TSM_SPIN_US", str(FLUSH_SPIN_US))
     reference = None
     if job.get("reference"):
         try:
