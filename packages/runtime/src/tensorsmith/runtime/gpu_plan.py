@@ -12,14 +12,21 @@ below and call :func:`check_plan` once, at load; what each kernel declares
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tensorsmith.runtime.errors import ArtifactError, InputError
 from tensorsmith.runtime.plan import Buffer, Check, Plan
 
-__all__ = ["Declared", "GpuDispatch", "GpuStep", "check_plan", "failed_check", "run_checks"]
+__all__ = [
+    "Declared",
+    "GpuDispatch",
+    "GpuStep",
+    "check_plan",
+    "raise_failed_check",
+    "run_checks",
+]
 
 Triple = tuple[int, int, int]
 
@@ -112,6 +119,11 @@ def run_checks(path: Path, plan: Plan) -> tuple[Check, ...]:
     return plan.checks
 
 
-def failed_check(path: Path, check: Check) -> InputError:
-    """The error a run raises when ``check``'s flag is set."""
-    return InputError(f"artifact '{path}': {check.message}")
+def raise_failed_check(path: Path, checks: Sequence[Check],
+                       read_flag: Callable[[int, Check], int]) -> None:
+    """After a run: ``read_flag(k, check)`` reads check ``k``'s int32 flag back from the
+    device; the first one set fails the run with its message (the CPU library does the
+    same in tsm_model_run)."""
+    for k, check in enumerate(checks):
+        if read_flag(k, check) != 0:
+            raise InputError(f"artifact '{path}': {check.message}")

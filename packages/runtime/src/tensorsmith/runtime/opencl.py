@@ -37,7 +37,7 @@ from tensorsmith.runtime.gpu_plan import (
     GpuDispatch,
     GpuStep,
     check_plan,
-    failed_check,
+    raise_failed_check,
     run_checks,
 )
 from tensorsmith.runtime.plan import PARAMS_SECTION, Buffer, Plan, Step, Tensor
@@ -334,14 +334,15 @@ class OpenCLModel:
         return events
 
     def _test_checks(self) -> None:
-        """Read each check's flag back; the first one set fails the run."""
         flag = np.zeros(1, dtype=np.int32)
-        for check in self._checks:
-            self._copy(lambda c=check: self._cl.enqueue_copy(
-                self._queue, flag, self._buffers[c.buffer], is_blocking=True),
+
+        def read_flag(_: int, check: Any) -> int:
+            self._copy(lambda: self._cl.enqueue_copy(
+                self._queue, flag, self._buffers[check.buffer], is_blocking=True),
                 "reading a check of the run from the device")
-            if flag[0] != 0:
-                raise failed_check(self.path, check)
+            return int(flag[0])
+
+        raise_failed_check(self.path, self._checks, read_flag)
 
     def _copy(self, action: Any, what: str) -> None:
         try:

@@ -24,11 +24,15 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import TYPE_CHECKING
 
 import llvmlite.binding as llvm
 
 from tensorsmith.ir.target import Target
 from tensorsmith.runtime.cpu_features import CHECKED_FEATURES
+
+if TYPE_CHECKING:
+    from .target_options import LlvmTarget
 
 _X86 = ("x86_64", "i386")  # LLVM's names (get_triple_parts) of the architectures answered
 
@@ -39,8 +43,7 @@ def target_cpu_features(target: Target) -> list[str]:
     with all of its features unless ``-mcpu`` names another, then ``-mattr``'s)."""
     from .target_options import llvm_target
 
-    resolved = llvm_target(target)
-    return required_features(resolved.triple, resolved.cpu, resolved.attrs)
+    return list(_required(llvm_target(target)))
 
 
 def required_features(triple: str, cpu: str, attrs: str) -> list[str]:
@@ -52,29 +55,31 @@ def required_features(triple: str, cpu: str, attrs: str) -> list[str]:
     for any other triple (AArch64 included) the list is empty for now, so the runtime
     checks nothing there.
     """
-    return list(_required(triple, cpu, attrs))
+    from .target_options import LlvmTarget
+
+    host = triple == llvm.get_process_triple()
+    return list(_required(LlvmTarget(triple, cpu, attrs, host)))
 
 
 @functools.cache
-def _required(triple: str, cpu: str, attrs: str) -> tuple[str, ...]:
-    arches = {str(llvm.get_triple_parts(t).Arch) for t in (triple, llvm.get_process_triple())}
+def _required(target: LlvmTarget) -> tuple[str, ...]:
+    own = llvm.get_process_triple()
+    arches = {str(llvm.get_triple_parts(t).Arch) for t in (target.triple, own)}
     if not arches <= set(_X86):
         return ()
     # A name this LLVM does not know would be ignored, so its probe would be inlined and
     # the feature reported present: probe only the names it lists.
     candidates = sorted(CHECKED_FEATURES & set(llvm.get_host_cpu_features()))
-    return tuple(_probe(triple, cpu, attrs, candidates))
+    return tuple(_probe(target, candidates))
 
 
-def _probe(triple: str, cpu: str, attrs: str, candidates: list[str]) -> list[str]:
-    """The candidates that LLVM's inliner finds within (``triple``, ``cpu``, ``attrs``)."""
-    from .target_machine import optimize
+def _probe(target: LlvmTarget, candidates: list[str]) -> list[str]:
+    """The candidates that LLVM's inliner finds within ``target``'s processor and
+    features (compiled by the same target machine as the kernels)."""
+    from .target_machine import optimize, target_machine
 
-    llvm.initialize_native_target()
-    tm = llvm.Target.from_triple(triple).create_target_machine(
-        cpu=cpu, features=attrs, opt=3, reloc="pic", codemodel="default"
-    )
-    mod = llvm.parse_assembly(_probe_module(attrs, candidates))
+    tm = target_machine(target)
+    mod = llvm.parse_assembly(_probe_module(target.attrs, candidates))
     mod.triple = tm.triple
     mod.data_layout = str(tm.target_data)
     optimize(mod, tm)

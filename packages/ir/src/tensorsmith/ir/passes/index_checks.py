@@ -26,17 +26,18 @@ from ..errors import ModelError
 from ..graph import Check, Graph, Node, Value
 from ..op_registry import TensorType, get_op
 
-#: op -> (position of the indices input, whether the last axis of the indices holds
-#: coordinates into several axes of the data, as GatherND and ScatterND do)
-INDEXED_OPS = {"gather": (1, False), "gather_elements": (1, False),
-               "scatter_elements": (1, False), "gather_nd": (1, True), "scatter_nd": (1, True)}
+#: The ops whose second input holds indices into their first: for the values True, the
+#: last axis of the indices holds coordinates into several axes of the data (GatherND,
+#: ScatterND); otherwise each index counts along the one ``axis``.
+INDEXED_OPS = {"gather": False, "gather_elements": False, "scatter_elements": False,
+               "gather_nd": True, "scatter_nd": True}
 
 
 def indexed_axes(node: Node) -> list[int]:
     """The axes of the data that ``node``'s indices count in: one, or one per coordinate
     of the indices' last axis (GatherND, ScatterND)."""
-    data, indices = node.inputs[0], node.inputs[INDEXED_OPS[node.op][0]]
-    if INDEXED_OPS[node.op][1]:
+    data, indices = node.inputs[0], node.inputs[1]
+    if INDEXED_OPS[node.op]:
         first = int(node.attrs.get("batch_dims", 0))
         return list(range(first, first + indices.shape[-1]))
     return [int(node.attrs.get("axis", 0)) % len(data.shape)]
@@ -82,7 +83,7 @@ def add_index_checks(graph: Graph) -> Graph:
     for node in graph.nodes:
         if node.op not in INDEXED_OPS:
             continue
-        indices = node.inputs[INDEXED_OPS[node.op][0]]
+        indices = node.inputs[1]
         axes = indexed_axes(node)
         bounds = [node.inputs[0].shape[a] for a in axes]
         if indices.data is not None:

@@ -19,7 +19,7 @@ from tensorsmith.runtime.artifact import Artifact
 from tensorsmith.runtime.cpu import TensorSpec
 from tensorsmith.runtime.device import Device
 from tensorsmith.runtime.errors import ArtifactError, DeviceError, TensorsmithError
-from tensorsmith.runtime.gpu_plan import failed_check
+from tensorsmith.runtime.gpu_plan import raise_failed_check
 from tensorsmith.runtime.plan import PARAMS_SECTION
 
 from .commands import CommandRecorder, Copy, Submitter
@@ -231,13 +231,15 @@ class VulkanModel:
     # ---- internals --------------------------------------------------------------------
 
     def _test_checks(self) -> None:
-        """Read each check's flag back; the first one set fails the run."""
+        """The checks' flags come back after the outputs (see _allocate)."""
         flag = np.zeros(1, dtype=np.int32)
-        for k, check in enumerate(self.plan.checks, start=len(self.plan.outputs)):
-            buf, offset = self._host_location("out", k, check.buffer)
+
+        def read_flag(k: int, check: Any) -> int:
+            buf, offset = self._host_location("out", len(self.plan.outputs) + k, check.buffer)
             buf.read(offset, flag.ctypes.data, 4)
-            if flag[0] != 0:
-                raise failed_check(self.path, check)
+            return int(flag[0])
+
+        raise_failed_check(self.path, self.plan.checks, read_flag)
 
     def _host_location(self, kind: str, index: int, buffer: int) -> tuple[DeviceBuffer, int]:
         if self.mode == "staging":
