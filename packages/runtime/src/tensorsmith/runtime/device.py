@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from tensorsmith.runtime.errors import DeviceError
 
-__all__ = ["EXECUTORS", "Device", "parse_device"]
+__all__ = ["EXECUTORS", "Device", "import_binding", "parse_device"]
 
 #: Device kind -> "module:Class" of its executor. A GPU executor is built as
 #: Class(artifact, device); the CPU's CpuModel as Class(artifact, fd): the open file the
@@ -22,6 +22,20 @@ EXECUTORS = {
     "vulkan": "tensorsmith.runtime.vulkan:VulkanModel",
     "opencl": "tensorsmith.runtime.opencl:OpenCLModel",
 }
+
+
+def import_binding(kind: str) -> None:
+    """Import the Python package that drives ``kind``'s devices (nothing for the CPU): a
+    DeviceError naming the package, or the system library, to install. For a tool that
+    must know before it starts work that the device kind can be used at all."""
+    if kind == "vulkan":
+        from tensorsmith.runtime.vulkan.loader import import_vulkan
+
+        import_vulkan()
+    elif kind == "opencl":
+        from tensorsmith.runtime.opencl import _pyopencl
+
+        _pyopencl()
 
 
 @dataclass(frozen=True)

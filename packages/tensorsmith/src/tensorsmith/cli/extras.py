@@ -11,16 +11,12 @@ installs what is missing.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 
 from tensorsmith.cli._common import CliError
 
-#: target kind -> the module the runtime drives that kind of device with
+#: device kind -> the module the runtime drives it with (its extra has the kind's name)
 DEVICE_BINDINGS = {"vulkan": "vulkan", "opencl": "pyopencl"}
-#: target kind -> Debian packages of a loader and a driver that runs on any CPU
-SYSTEM_PACKAGES = {"vulkan": "libvulkan1 mesa-vulkan-drivers",
-                   "opencl": "ocl-icd-libopencl1 pocl-opencl-icd"}
 
 
 def install_hint(extra: str) -> str:
@@ -37,17 +33,14 @@ def require_tuner() -> None:
 
 def require_device_binding(kind: str, purpose: str) -> None:
     """The Python binding that runs ``kind``'s devices imports (nothing to check for the
-    CPU). ``purpose`` says what needs the device, for the message."""
-    module = DEVICE_BINDINGS.get(kind)
-    if module is None:
+    CPU); the runtime says what is missing. ``purpose`` says what needs the device."""
+    if kind not in DEVICE_BINDINGS:
         return
+    from tensorsmith.runtime.device import import_binding
+    from tensorsmith.runtime.errors import DeviceError
+
     try:
-        importlib.import_module(module)
-    except ImportError as e:
-        raise CliError(f"{purpose} runs on a {kind} device, which needs the Python package "
-                       f"'{module}' ({e}); install it with: {install_hint(kind)}") from None
-    except OSError as e:  # the binding is there, the system's library it opens is not
-        raise CliError(f"{purpose} runs on a {kind} device, but the package '{module}' "
-                       f"cannot load the system's {kind} library ({e}); install a loader and a "
-                       f"driver (on Debian, for any CPU: apt-get install "
-                       f"{SYSTEM_PACKAGES[kind]}; for a GPU, its vendor's driver)") from None
+        import_binding(kind)
+    except DeviceError as e:
+        raise CliError(f"{purpose} runs on a {kind} device: {e} (with the full stack: "
+                       f"{install_hint(kind)})") from None
