@@ -9,6 +9,7 @@ import numpy as np
 from .errors import ModelError, ShapeError
 from .graph import Graph, Node, Value
 from .op_registry import TensorType, get_op, tensor_bytes
+from .symbolic import Dim, Sym
 
 
 class GraphBuilder:
@@ -32,13 +33,14 @@ class GraphBuilder:
         self._names.add(name)
         return name
 
-    def input(self, name: str, shape: tuple[int, ...], dtype: str) -> Value:
+    def input(self, name: str, shape: tuple[Dim, ...], dtype: str) -> Value:
         """A graph input; its size is checked like every inferred type's."""
         try:
             tensor_bytes(shape, dtype)
         except ShapeError as e:
             raise ShapeError(f"graph input '{name}': {e}") from None
-        v = Value(self.unique(name), tuple(int(d) for d in shape), dtype)
+        v = Value(self.unique(name), tuple(d if isinstance(d, Sym) else int(d) for d in shape),
+                  dtype)
         self.inputs.append(v)
         return v
 

@@ -9,13 +9,13 @@ the registry gives each op its type inference, NumPy reference and tensor comput
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .errors import ModelError
+from .symbolic import Dim, is_static, math_prod, shape_text
 
 _ids = itertools.count()
 
@@ -25,7 +25,7 @@ class Value:
     """One tensor in the graph. ``data`` is set for constants (weights included)."""
 
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[Dim, ...]  # ints, or symbolic sizes known at run time (symbolic.py)
     dtype: str
     producer: Node | None = None
     data: np.ndarray | None = None
@@ -36,11 +36,16 @@ class Value:
         return self.data is not None
 
     @property
-    def nbytes(self) -> int:
-        return math.prod(self.shape) * np.dtype(self.dtype).itemsize
+    def nbytes(self) -> Dim:
+        return math_prod(self.shape) * np.dtype(self.dtype).itemsize
+
+    @property
+    def is_static(self) -> bool:
+        """Whether every dim is known at compile time."""
+        return is_static(self.shape)
 
     def __repr__(self) -> str:
-        return f"%{self.name}: {self.dtype}{list(self.shape)}"
+        return f"%{self.name}: {self.dtype}{shape_text(self.shape)}"
 
 
 @dataclass(eq=False)

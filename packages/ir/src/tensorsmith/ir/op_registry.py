@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ShapeError
+from .symbolic import Dim, Sym, is_static, math_prod, shape_text
 
 
 class Pattern(IntEnum):
@@ -39,12 +40,15 @@ where an unchecked product of dims wraps (768 * 48038396025285291 elements is 25
 2**64) and yields an artifact that writes out of bounds."""
 
 
-def tensor_bytes(shape: Sequence[int], dtype: str) -> int:
+def tensor_bytes(shape: Sequence[Dim], dtype: str) -> Dim:
     """The bytes of a tensor, computed in Python ints (exact); raises ShapeError for a
-    negative dim or a size over :data:`MAX_TENSOR_BYTES`."""
-    dims = [int(d) for d in shape]
-    if any(d < 0 for d in dims):
-        raise ShapeError(f"shape {dims} has a negative dimension")
+    negative dim or a size over :data:`MAX_TENSOR_BYTES`. A shape with symbolic dims
+    has a symbolic size (the runtime checks the limit once it knows the symbols)."""
+    dims = [d if isinstance(d, Sym) else int(d) for d in shape]
+    if any(isinstance(d, int) and d < 0 for d in dims):
+        raise ShapeError(f"shape {shape_text(dims)} has a negative dimension")
+    if not is_static(dims):
+        return math_prod(dims) * np.dtype(dtype).itemsize
     count = math.prod(dims)
     size = count * np.dtype(dtype).itemsize
     if size > MAX_TENSOR_BYTES:
@@ -55,18 +59,20 @@ def tensor_bytes(shape: Sequence[int], dtype: str) -> int:
 
 @dataclass(frozen=True)
 class TensorType:
-    """A shape (Python ints) and dtype. Every type an op's ``infer`` returns is built
-    here, so the size check on construction guards every inferred shape at one place."""
+    """A shape (Python ints, or symbolic dims: symbolic.py) and dtype. Every type an op's
+    ``infer`` returns is built here, so the size check on construction guards every
+    inferred shape at one place."""
 
-    shape: tuple[int, ...]
+    shape: tuple[Dim, ...]
     dtype: str
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "shape", tuple(
+            d if isinstance(d, Sym) else int(d) for d in self.shape))
         tensor_bytes(self.shape, self.dtype)
 
     def __repr__(self) -> str:
-        return f"{self.dtype}{list(self.shape)}"
+        return f"{self.dtype}{shape_text(self.shape)}"
 
 
 Attrs = dict[str, Any]

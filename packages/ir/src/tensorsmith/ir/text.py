@@ -8,10 +8,11 @@ import re
 import numpy as np
 
 from .graph import Check, Graph, Value
+from .symbolic import Dim, parse_dim, shape_text
 
 
 def _type(v: Value) -> str:
-    return f"{v.dtype}[{', '.join(map(str, v.shape))}]"
+    return f"{v.dtype}{shape_text(v.shape)}"
 
 
 def _ref(v: Value) -> str:
@@ -45,11 +46,24 @@ def _jsonable(x: object) -> object:
     return str(x)
 
 
-_TYPE = re.compile(r"%(\S+?): (\w+)\[([\d, ]*)\]")
+# a dim is an int or a symbolic expression (symbolic.py), which may hold parentheses
+_TYPE = re.compile(r"%(\S+?): (\w+)\[((?:[^\[\]()]|\([^()]*(?:\([^()]*\)[^()]*)*\))*)\]")
 
 
-def _parse_type(dtype: str, dims: str) -> tuple[tuple[int, ...], str]:
-    return tuple(int(d) for d in dims.split(",") if d.strip()), dtype
+def _parse_type(dtype: str, dims: str) -> tuple[tuple[Dim, ...], str]:
+    return tuple(parse_dim(d) for d in _split_dims(dims)), dtype
+
+
+def _split_dims(text: str) -> list[str]:
+    """The dims of ``a, max(b, c), 3``: split at the commas outside parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p for p in parts if p.strip()]
 
 
 def parse_graph(text: str, constants: dict[str, np.ndarray] | None = None) -> Graph:
