@@ -8,6 +8,7 @@ Weights are scaled so activations neither vanish nor explode through deep networ
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -119,8 +120,8 @@ def gelu(g: GraphBuilder, x: str) -> str:
 def attention(
     g: GraphBuilder,
     x: str,
-    batch: int,
-    seq: int,
+    batch: int | str,
+    seq: int | str,
     hidden: int,
     heads: int,
     mask: str | None = None,
@@ -132,7 +133,7 @@ def attention(
     [batch, 1, 1, seq] float tensor (0 to keep, a large negative number to drop).
     """
     d = hidden // heads
-    split = g.int64s([batch, seq, heads, d])
+    split = _leading_dims(g, x, [batch, seq], [heads, d])
 
     def heads_of(t: str, perm: list[int]) -> str:
         return g.op("Transpose", [g.op("Reshape", [t, split])], perm=perm)
@@ -145,16 +146,30 @@ def attention(
         scores = g.op("Add", [scores, mask])
     probs = g.op("Softmax", [scores], axis=-1)
     ctx = g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3])
-    merged = g.op("Reshape", [ctx, g.int64s([batch, seq, hidden])])
+    merged = g.op("Reshape", [ctx, _leading_dims(g, x, [batch, seq], [hidden])])
     return linear(g, merged, hidden, hidden)
+
+
+def _leading_dims(g: GraphBuilder, x: str, leading: Sequence[int | str],
+                  tail: Sequence[int]) -> str:
+    """The int64 shape ``leading + tail``. With static ``leading`` it is a constant; where
+    they are symbolic (dim_params), it is computed from ``x``'s shape the way PyTorch's
+    exporter writes it: Shape, Gather of each axis, Unsqueeze, Concat with the constant
+    tail."""
+    if all(isinstance(d, int) for d in leading):
+        return g.int64s([*leading, *tail])  # type: ignore[list-item]
+    shape = g.op("Shape", [x])
+    parts = [g.op("Unsqueeze", [g.op("Gather", [shape, g.const(np.array(i, np.int64))],
+                                     axis=0), g.int64s([0])]) for i in range(len(leading))]
+    return g.op("Concat", [*parts, g.int64s(list(tail))], axis=0)
 
 
 def encoder_layer(
     g: GraphBuilder,
     x: str,
     *,
-    batch: int,
-    seq: int,
+    batch: int | str,
+    seq: int | str,
     hidden: int,
     heads: int,
     ffn: int,

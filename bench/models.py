@@ -73,7 +73,7 @@ def _resnet(
     blocks: list[int],
     bottleneck: bool,
     opset: int,
-    batch: int,
+    batch: int | str,
     image: int,
     bn: bool,
     seed: int,
@@ -104,18 +104,19 @@ def _resnet(
 
 
 def resnet18(
-    opset: int = 17, batch: int = 1, image: int = 224, bn: bool = False, seed: int = 0
+    opset: int = 17, batch: int | str = 1, image: int = 224, bn: bool = False, seed: int = 0
 ) -> onnx.ModelProto:
     """ResNet-18: 7x7/2 stem, 3x3/2 max pool, basic blocks [2, 2, 2, 2], GAP, Gemm 1000.
 
     ``bn=True`` keeps Conv + BatchNormalization pairs (exporting without constant
     folding); the default folds BatchNormalization into the convolutions' weights and bias.
+    A name for ``batch`` makes the batch axis symbolic (a dim_param).
     """
     return _resnet("resnet18", [2, 2, 2, 2], False, opset, batch, image, bn, seed)
 
 
 def resnet50(
-    opset: int = 17, batch: int = 1, image: int = 224, bn: bool = False, seed: int = 0
+    opset: int = 17, batch: int | str = 1, image: int = 224, bn: bool = False, seed: int = 0
 ) -> onnx.ModelProto:
     """ResNet-50 (v1.5: stride in the 3x3): bottleneck blocks [3, 4, 6, 3]; see resnet18."""
     return _resnet("resnet50", [3, 4, 6, 3], True, opset, batch, image, bn, seed)
@@ -150,10 +151,11 @@ def _inverted_residual(
 
 
 def mobilenetv2(
-    opset: int = 17, batch: int = 1, image: int = 224, bn: bool = False, seed: int = 0
+    opset: int = 17, batch: int | str = 1, image: int = 224, bn: bool = False, seed: int = 0
 ) -> onnx.ModelProto:
     """MobileNetV2 (torchvision, width 1.0): inverted residuals with depthwise 3x3 convs
-    (group = channels), ReLU6 as Clip(0, 6), 1x1 convs, GAP, Gemm 1000."""
+    (group = channels), ReLU6 as Clip(0, 6), 1x1 convs, GAP, Gemm 1000. A name for
+    ``batch`` makes the batch axis symbolic (a dim_param)."""
     g = GraphBuilder("mobilenetv2", opset, seed)
     x = g.input("input", [batch, 3, image, image])
     x = relu6(g, conv_bn(g, x, 3, 32, 3, 2, bn=bn))
@@ -179,8 +181,8 @@ def _extended_mask(g: GraphBuilder, mask: str) -> str:
 
 def bert_encoder(
     opset: int = 17,
-    batch: int = 1,
-    seq: int = 128,
+    batch: int | str = 1,
+    seq: int | str = 128,
     layers: int = 4,
     hidden: int = 256,
     heads: int = 4,
@@ -194,6 +196,8 @@ def bert_encoder(
     Inputs: ``input_ids`` int64 [batch, seq] and, with ``attention_mask``, an int64
     ``attention_mask`` [batch, seq] of 0/1. Output: ``last_hidden_state``.
     LayerNorm is the LayerNormalization op at opset 17, its decomposition before.
+    A name for ``batch`` or ``seq`` makes that axis symbolic (a dim_param), and the shapes
+    that depend on it are computed from the inputs' shapes, as exporters write them.
     """
     eps = 1e-12
     g = GraphBuilder("bert_encoder", opset, seed)
@@ -203,9 +207,18 @@ def bert_encoder(
     if attention_mask:
         mask = _extended_mask(g, g.input("attention_mask", [batch, seq], TensorProto.INT64))
     word = g.op("Gather", [g.weight((vocab, hidden), 1.0, "word_embeddings"), ids], axis=0)
-    positions = g.const(np.arange(seq, dtype=np.int64)[None, :], g.fresh("position_ids"))
+    if isinstance(seq, int):
+        positions = g.const(np.arange(seq, dtype=np.int64)[None, :], g.fresh("position_ids"))
+        types = g.const(np.zeros((1, seq), dtype=np.int64), g.fresh("token_type_ids"))
+    else:  # as Hugging Face exports it: a slice of the position buffer, zeros of ids' shape
+        table = g.const(np.arange(512, dtype=np.int64)[None, :], g.fresh("position_ids"))
+        length = g.op("Unsqueeze", [g.op("Gather", [g.op("Shape", [ids]),
+                                                    g.const(np.array(1, np.int64))], axis=0),
+                                    g.int64s([0])])
+        positions = g.op("Slice", [table, g.int64s([0]), length, g.int64s([1])])
+        types = g.op("ConstantOfShape", [g.op("Shape", [ids])],
+                     value=helper.make_tensor("zero", TensorProto.INT64, [1], [0]))
     pos = g.op("Gather", [g.weight((512, hidden), 1.0, "position_embeddings"), positions])
-    types = g.const(np.zeros((1, seq), dtype=np.int64), g.fresh("token_type_ids"))
     typ = g.op("Gather", [g.weight((2, hidden), 1.0, "token_type_embeddings"), types])
     x = layer_norm(g, g.op("Add", [g.op("Add", [word, pos]), typ]), hidden, eps)
     for _ in range(layers):
@@ -339,15 +352,21 @@ MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
 }
 
 
-def input_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
-    """``{input name: static shape}`` of the graph's inputs (for ``from_onnx(shape=...)``)."""
+def input_shapes(model: onnx.ModelProto, dims: dict[str, int] | None = None
+                 ) -> dict[str, tuple[int, ...]]:
+    """``{input name: static shape}`` of the graph's inputs (for ``from_onnx(shape=...)``);
+    ``dims`` gives the sizes of symbolic axes by their dim_param."""
+    dims = dims or {}
     return {
-        i.name: tuple(d.dim_value for d in i.type.tensor_type.shape.dim) for i in model.graph.input
+        i.name: tuple(dims[d.dim_param] if d.dim_param else d.dim_value
+                      for d in i.type.tensor_type.shape.dim)
+        for i in model.graph.input
     }
 
 
-def sample_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded random feeds for every graph input.
+def sample_inputs(model: onnx.ModelProto, seed: int = 0, dims: dict[str, int] | None = None
+                  ) -> dict[str, np.ndarray]:
+    """Seeded random feeds for every graph input (``dims``: sizes of symbolic axes).
 
     Floats are standard normal; integer inputs named ``*mask`` keep the first three
     quarters of each row (1) and mask the rest (0); other integer inputs are uniform in
@@ -361,7 +380,7 @@ def sample_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray
     }
     feeds: dict[str, np.ndarray] = {}
     for info in model.graph.input:
-        shape = input_shapes(model)[info.name]
+        shape = input_shapes(model, dims)[info.name]
         dtype = helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type)
         if np.issubdtype(dtype, np.floating):
             feeds[info.name] = rng.standard_normal(shape).astype(dtype)

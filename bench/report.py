@@ -188,9 +188,23 @@ def load_average() -> list[float] | None:
         return None
 
 
+def host_isa() -> str:
+    """The widest x86 vector extension of this host ("avx512" or "avx2"), or the machine
+    name elsewhere: every CPU figure is quoted with it."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return platform.machine()
+    for isa in ("avx512f", "avx2"):
+        if isa in flags:
+            return isa.removesuffix("f")
+    return platform.machine()
+
+
 def environment(threads: int) -> dict[str, Any]:
     """Where the numbers come from: machine, versions, thread settings."""
     return {
+        "isa": host_isa(),
         "date": _dt.datetime.now().isoformat(timespec="seconds"),
         "machine": platform.machine(),
         "processor": platform.processor(),

@@ -58,3 +58,19 @@ def test_keys_stable_across_processes() -> None:
                          text=True, check=True).stdout
     here = [[t.key, t.weight] for g in (mlp(), convnet()) for t in extract_tasks(g)]
     assert json.loads(out) == here
+
+
+def test_groups_with_run_time_sizes_are_no_tasks() -> None:
+    """They keep the default rules (schedules/cpu_dynamic.py): a measurement at one size
+    would not stand for the others."""
+    import numpy as np
+
+    from tensorsmith.ir import GraphBuilder
+    from tensorsmith.ir.symbolic import symbol
+
+    b = GraphBuilder()
+    w = b.constant("w", np.ones((64, 32), "float32"))
+    dynamic = b.add1("matmul", [b.input("x", (symbol("batch"), 64), "float32"), w])
+    static = b.add1("matmul", [b.input("s", (4, 64), "float32"), w])
+    tasks = extract_tasks(b.finish([dynamic, static]))
+    assert [list(t.group.inputs[0].shape) for t in tasks] == [[4, 64]]

@@ -158,6 +158,94 @@ def model_artifact(tmp_path_factory: pytest.TempPathFactory) -> BuiltModel:
     return build_test_model(tmp_path_factory.mktemp("model"))
 
 
+def dynamic_metadata() -> dict:
+    """The plan of csrc/dynamic_plan.c as build would write it."""
+    def kernel(name: str) -> dict:
+        return {"name": f"tsm_kernel_{name}", "ops": [name], "nodes": [name]}
+
+    def placed(size: str, first: int, last: int) -> dict:
+        return {"kind": "workspace", "offset": 0, "nbytes": 0, "symbolic_nbytes": size,
+                "first_step": first, "last_step": last}
+
+    return {
+        "target": "llvm",
+        "device": "cpu",
+        "symbols": ["batch", "seq"],
+        "producer": {"tensorsmith-runtime-tests": "0"},
+        "inputs": [
+            {"name": "x", "shape": ["batch", 3], "dtype": "float32", "buffer": 0},
+            {"name": "m", "shape": ["batch", "seq"], "dtype": "float32", "buffer": 1},
+            {"name": "bias", "shape": ["seq + 1"], "dtype": "float32", "buffer": 2},
+            {"name": "scale", "shape": [], "dtype": "float32", "buffer": 3},
+        ],
+        "outputs": [
+            {"name": "r", "shape": ["batch"], "dtype": "float32", "buffer": 7},
+            {"name": "p", "shape": ["seq + 1"], "dtype": "float32", "buffer": 8},
+        ],
+        "kernels": [kernel("add_one"), kernel("row_sum"), kernel("col")],
+        "steps": [
+            {"kernel": "tsm_kernel_add_one", "name": "add_one", "args": [0, 6, 4]},
+            {"kernel": "tsm_kernel_row_sum", "name": "row_sum", "args": [6, 1, 3, 7, 5]},
+            {"kernel": "tsm_kernel_col", "name": "col", "args": [1, 2, 8, 9, 5]},
+        ],
+        "buffers": [
+            placed("12*batch", 0, 3),
+            placed("4*batch*seq", 0, 3),
+            placed("4*seq + 4", 0, 3),
+            {"kind": "workspace", "offset": 0, "nbytes": 4},
+            {"kind": "workspace", "offset": 64, "nbytes": 8, "symbols": ["batch"]},
+            {"kind": "workspace", "offset": 128, "nbytes": 16, "symbols": ["batch", "seq"]},
+            placed("12*batch", 0, 1),
+            placed("4*batch", 1, 3),
+            placed("4*seq + 4", 2, 3),
+            placed("max(1152921504606846976*(seq//1000), 4)", 2, 2),
+        ],
+        "workspace_bytes": 192,
+        "params_bytes": 0,
+    }
+
+
+@dataclass(frozen=True)
+class DynamicModel:
+    """The built artifact of csrc/dynamic_plan.c and its NumPy reference."""
+
+    path: Path
+    library: Path
+    metadata: dict
+
+    @staticmethod
+    def reference(x: np.ndarray, m: np.ndarray, bias: np.ndarray,
+                  scale: np.ndarray) -> list[np.ndarray]:
+        t = x + np.float32(1)
+        r = scale * (t.sum(axis=1) + m.sum(axis=1))
+        seq = m.shape[1]
+        p = np.concatenate([bias[:seq] + m.sum(axis=0), bias[seq:] + np.float32(m.shape[0])])
+        return [r.astype(np.float32), p.astype(np.float32)]
+
+
+def build_dynamic_model(directory: Path) -> DynamicModel:
+    """Build csrc/dynamic_*.c into a library and wrap it as an artifact (no weights)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    metadata = dynamic_metadata()
+    raw = json.dumps(metadata).encode()
+    array = ", ".join(str(byte) for byte in [*raw, 0])
+    (directory / "metadata.h").write_text(f"static const char metadata_json[] = {{{array}}};\n")
+    library = link_library(
+        directory / "lib.so",
+        [TEST_CSRC / "dynamic_plan.c", TEST_CSRC / "dynamic_kernels.c"],
+        [directory, TEST_CSRC],
+        cwd=directory,
+    )
+    path = directory / "dynamic.so"
+    write_artifact(path, library.read_bytes(), {}, metadata)
+    return DynamicModel(path, library, metadata)
+
+
+@pytest.fixture(scope="session")
+def dynamic_artifact(tmp_path_factory: pytest.TempPathFactory) -> DynamicModel:
+    return build_dynamic_model(tmp_path_factory.mktemp("dynamic"))
+
+
 class Toolchain:
     """The C build helpers, for tests that compile their own programs."""
 

@@ -114,6 +114,29 @@ def test_input_shape_forms(text, parsed):
     assert parse_input_shape(text) == parsed
 
 
+@pytest.mark.parametrize(("text", "parsed"), [("batch=8", ("batch", 8)),
+                                              (" seq = 128 ", ("seq", 128)),
+                                              ("a=b=2", ("a=b", 2))])
+def test_dim_forms(text, parsed):
+    from tensorsmith.cli.dims import parse_dim
+
+    assert parse_dim(text) == parsed
+
+
+@pytest.mark.parametrize("bad", ["batch", "=8", "batch=x", "batch=0"])
+def test_bad_dim_is_a_usage_error(tmp_path, bad):
+    proc = tsm("compile", MLP, "--dim", bad, "-o", tmp_path / "x.so")
+    assert proc.returncode == 2
+    assert "--dim" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_dim_the_model_does_not_have(tmp_path):
+    proc = tsm("compile", MLP, "--dim", "batch=2", "-o", tmp_path / "x.so")
+    assert_user_error(proc, "dimension 'batch', which no input of the model has",
+                      "its symbolic dimensions: N")
+
+
 def test_tvmc_input_shapes_spelling(tmp_path):
     """tvmc's `--input-shapes "input:[4,784]"` compiles the same model as ours."""
     out = tmp_path / "tvmc.so"
@@ -188,6 +211,17 @@ def test_compile_and_run_match_onnxruntime(compiled, tmp_path):
     (want,) = session.run(["output"], {"input": x})
     assert got.shape == want.shape == (BATCH, 10)
     assert np.max(np.abs(got - want)) <= 1e-4
+
+
+def test_dim_fixes_a_named_dimension(tmp_path):
+    """--dim N=4 sizes the MLP's batch as --input-shape input:4,784 does."""
+    out = tmp_path / "mlp.so"
+    proc = tsm("compile", MLP, "--dim", f"N={BATCH}", "-o", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    import tensorsmith.runtime as rt
+
+    with rt.load(out) as m:
+        assert list(m.input_info[0]["shape"]) == [BATCH, 784]
 
 
 def test_compile_verbose_prints_pass_times_and_kernels(tmp_path):
@@ -268,3 +302,18 @@ def test_run_refuses_an_artifact_for_a_newer_cpu(tmp_path):
     proc = tsm("compile", MLP, "--target", target, "--input-shape", "input:1,784", "-o", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert_user_error(tsm("run", out), "CPU features this machine lacks", "amx-tile", "-mcpu=")
+
+
+def test_a_model_compiled_without_shapes_runs_at_the_sizes_given(tmp_path):
+    """Without --input-shape or --dim the MLP's batch N stays symbolic: inspect names it,
+    run asks for its size, and --dim gives the random inputs theirs."""
+    out = tmp_path / "dynamic.so"
+    proc = tsm("compile", MLP, "-o", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    shown = tsm("inspect", out)
+    assert shown.returncode == 0, shown.stderr
+    assert "input float32[N,784]" in shown.stdout and "symbols    N" in shown.stdout
+    assert_user_error(tsm("run", out), "input 'input' has shape [N, 784]", "--dim N=1")
+    ran = tsm("run", out, "--dim", "N=3")
+    assert ran.returncode == 0, ran.stderr
+    assert "float32[3,10]" in ran.stdout

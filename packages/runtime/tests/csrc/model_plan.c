@@ -46,4 +46,4 @@ static const tsm_step steps[] = {
 };
 
 const tsm_plan tsm_graph_plan = {7, buffers, 3, steps, 2, inputs, 2, outputs, 12224,
-                                 metadata_json, 8032, PARAMS_ID, 0, 0};
+                                 metadata_json, 8032, PARAMS_ID, 0, 0, 0};

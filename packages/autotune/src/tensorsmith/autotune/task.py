@@ -19,7 +19,12 @@ import numpy as np
 
 from tensorsmith.ir.build import fused_groups
 from tensorsmith.ir.graph import Graph, copy_nodes
-from tensorsmith.ir.lowering import default_transforms, group_compute, workload_key
+from tensorsmith.ir.lowering import (
+    default_transforms,
+    group_compute,
+    has_symbolic_shapes,
+    workload_key,
+)
 from tensorsmith.ir.passes.fuse import FusedGroup
 from tensorsmith.ir.target import Target
 from tensorsmith.ir.te.expr import Binary, Call, Expr, Reduce, Select
@@ -77,11 +82,16 @@ class Task:
 
 def extract_tasks(mod: Graph, params: Mapping[str, np.ndarray] | None = None,
                   target: str | Target = "llvm", opt_level: int = 2) -> list[Task]:
-    """One :class:`Task` per distinct workload of ``mod``, in first-occurrence order."""
+    """One :class:`Task` per distinct workload of ``mod``, in first-occurrence order.
+    Groups with sizes known only at run time are no tasks: their kernels keep the
+    default rules (schedules/cpu_dynamic.py), which no measurement at one size could
+    stand for."""
     tgt = Target.parse(target)
     _, groups, _ = fused_groups(mod, params, opt_level, target=tgt)
     tasks: dict[str, Task] = {}
     for g in groups:
+        if has_symbolic_shapes(g):
+            continue
         key = workload_key(g)
         if key in tasks:
             tasks[key].weight += 1

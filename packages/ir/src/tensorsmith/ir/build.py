@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from tensorsmith.runtime.kernel_names import kernel_label
 from tensorsmith.runtime.layouts import to_stored
-from tensorsmith.runtime.plan import Buffer, Check, Kernel, Plan, Step, Tensor
+from tensorsmith.runtime.plan import Assumption, Buffer, Check, Kernel, Plan, Step, Tensor
 
 from .codegen import get_codegen, target_resources
 from .errors import ModelError
@@ -40,6 +40,7 @@ from .passes.index_checks import add_index_checks
 from .passes.memory_plan import ALIGN
 from .records import applicable_steps
 from .schedules import default_schedule
+from .symbolic import Dim, Sym, free_symbols
 from .target import Target, activation_layout
 from .te.stmt import PrimFunc
 
@@ -56,6 +57,7 @@ def build(mod: Graph, target: str | Target = "llvm", params: Mapping[str, np.nda
     timings: list[tuple[str, float]] = []
     graph, groups, homes = fused_groups(mod, params, opt_level, dump, timings, tgt,
                                         index_checks)
+    plan_symbols(graph)  # a size no input gives fails here, before any kernel is lowered
     start = time.perf_counter()
     schedule = default_schedule(tgt)
     tuned = applicable_steps(records, tgt, groups) if records is not None else {}
@@ -237,7 +239,7 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
     blob = b"".join(chunks)
     # Workspace: inputs (pinned), group outputs and kernel scratch, by lifetime. A value
     # that lives in another's bytes extends that one's lifetime instead of having its own.
-    sizes: dict[Any, int] = {}
+    sizes: dict[Any, Dim] = {}
     first: dict[Any, int] = {}
     last: dict[Any, int] = {}
     end = len(groups)
@@ -258,16 +260,37 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
     for v in graph.results():
         if root(v) in last:
             last[root(v)] = end
-    mem = plan_memory(sizes, first, last, pinned={v.uid for v in graph.inputs})
+    # Sizes known only at run time: the runtime places those buffers once it knows the
+    # symbols (after the static workspace); the kernels that use symbols read their values
+    # from a small static buffer per distinct tuple, filled before each run (so pinned).
+    symbols = plan_symbols(graph, funcs)
+    symbolic = [key for key, size in sizes.items() if not isinstance(size, int)]
+    static_sizes: dict[Any, int] = {k: v for k, v in sizes.items() if isinstance(v, int)}
+    pinned = {v.uid for v in graph.inputs}
+    symbol_tuples = sorted({tuple(f.attrs["symbols"]) for f in funcs if f.attrs.get("symbols")})
+    for names in symbol_tuples:
+        key = ("symbols", names)
+        static_sizes[key], first[key], last[key] = 8 * len(names), -1, end
+        pinned.add(key)
+    mem = plan_memory(static_sizes, first, last, pinned=pinned)
     for planned, off in mem.offsets.items():
         buffer_of[planned] = len(buffers)
-        buffers.append(Buffer("workspace", off, sizes[planned]))
+        names = planned[1] if isinstance(planned, tuple) and planned[0] == "symbols" else None
+        buffers.append(Buffer("workspace", off, static_sizes[planned], symbols=names))
+    for key in symbolic:
+        buffer_of[key] = len(buffers)
+        buffers.append(Buffer("workspace", 0, 0, symbolic_nbytes=str(sizes[key]),
+                              first_step=max(first[key], 0), last_step=last[key]))
 
     def buffer(v: Value) -> int:
         """The plan buffer of ``v``: its root's, or a range of it where ``v`` is a part."""
         home = homes.get(v.uid)
         if home is None or (home.offset == 0 and v.nbytes == sizes.get(home.root.uid)):
             return buffer_of[root(v)]
+        if not all(isinstance(d, int) for d in (sizes[home.root.uid], home.offset, v.nbytes)):
+            # the runtime places a symbolic buffer whole: it has no parts at fixed offsets
+            raise ModelError(f"'{v.name}' would live inside '{home.root.name}', whose size is "
+                             "known only at run time; such values need their own buffer")
         key = ("part", home.root.uid, home.offset, v.nbytes)
         if key not in buffer_of:
             buffer_of[key] = len(buffers)
@@ -281,20 +304,28 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
         args = [buffer_of[(v.uid, _layout_key(layouts[i]))] if i in layouts else buffer(v)
                 for i, v in enumerate(g.inputs)] + [buffer(v) for v in g.outputs]
         args += [buffer_of[("scratch", step, k)] for k in range(len(f.scratch))]
+        if f.attrs.get("symbols"):  # the kernel contract: the symbols' values come last
+            args.append(buffer_of[("symbols", tuple(f.attrs["symbols"]))])
         # the kernel's name in every report, and how its tuning records' workload begins
         steps.append(Step(f.name, tuple(args), kernel_label(g.name, f.attrs["workload"]),
                           tuple(n.name for n in g.nodes)))
 
     def io(v: Value) -> Tensor:
-        return Tensor(v.name, tuple(v.shape), v.dtype, buffer(v))
+        return Tensor(v.name, tuple(d if isinstance(d, int) else str(d) for d in v.shape),
+                      v.dtype, buffer(v))
 
     plan = Plan(
         target=str(tgt),
         device=tgt.info.device,  # the runtime reads which device runs it from here
+        symbols=symbols,
         inputs=tuple(io(v) for v in graph.inputs),
         outputs=tuple(io(v) for v in graph.outputs),
         # an int32 per check, nonzero after a run that must raise the message instead
         checks=tuple(Check(buffer(c.flag), c.message) for c in graph.checks),
+        # equalities of sizes that shape inference assumed: every run checks them
+        assumptions=tuple(dict.fromkeys(
+            Assumption(str(a.lhs), str(a.rhs), a.reason) for a in graph.assumptions
+            if free_symbols((a.lhs, a.rhs)) <= set(symbols))),
         kernels=tuple(Kernel(f.name, tuple(f.attrs.get("ops", [])),
                              tuple(f.attrs.get("nodes", [])))
                       for f in {id(f): f for f in funcs}.values()),
@@ -306,6 +337,30 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
         producer=_versions(tgt),
     )
     return plan, blob
+
+
+def plan_symbols(graph: Graph, funcs: Sequence[PrimFunc] = ()) -> tuple[str, ...]:
+    """Every symbol the graph's sizes and ``funcs`` use, sorted; a ModelError names those
+    no input gives. A run learns each symbol from the first input axis whose size is that
+    bare symbol (``[batch, 16]`` gives ``batch``) and checks every other size against it,
+    so a symbol only an expression (``seq + 1``) or an intermediate value has is one the
+    runtime could never know."""
+    used: set[str] = set()
+    for v in [*graph.inputs, *(o for n in graph.nodes for o in n.outputs), *graph.outputs]:
+        used |= free_symbols(v.shape)
+    for f in funcs:
+        used |= set(f.attrs.get("symbols", ()))
+    given = {str(d) for v in graph.inputs for d in v.shape
+             if isinstance(d, Sym) and str(d).isidentifier()}
+    missing = sorted(used - given)
+    if missing:
+        names = ", ".join(f"'{n}'" for n in missing)
+        are, them = ("are", "them") if len(missing) > 1 else ("is", "it")
+        raise ModelError(
+            f"the size{'s' if len(missing) > 1 else ''} {names} {are} known only at run "
+            f"time, but no input has {them} as the size of an axis, so a run could not "
+            f"learn {them}; fix {them} with --input-shape (or from_onnx(shapes=...))")
+    return tuple(sorted(used))
 
 
 def _versions(tgt: Target) -> dict[str, str]:

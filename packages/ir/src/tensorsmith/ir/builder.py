@@ -9,7 +9,7 @@ import numpy as np
 from .errors import ModelError, ShapeError
 from .graph import Graph, Node, Value
 from .op_registry import TensorType, get_op, tensor_bytes
-from .symbolic import Dim, Sym
+from .symbolic import Assumption, Dim, Sym, assuming, shape_text
 
 
 class GraphBuilder:
@@ -23,6 +23,7 @@ class GraphBuilder:
         self.name = name
         self.inputs: list[Value] = []
         self.nodes: list[Node] = []
+        self.assumptions: list[Assumption] = []
         self._names: set[str] = set()
 
     def unique(self, name: str) -> str:
@@ -56,10 +57,14 @@ class GraphBuilder:
         if not lo <= len(inputs) <= hi:
             raise ModelError(f"{where}: takes {lo}..{hi} inputs, got {len(inputs)}")
         try:
-            types = opdef.infer([TensorType(v.shape, v.dtype) for v in inputs], attrs)
+            with assuming() as assumed:
+                types = opdef.infer([TensorType(v.shape, v.dtype) for v in inputs], attrs)
+            self.assumptions += [Assumption(a.lhs, a.rhs, f"{where}: {a.reason}")
+                                 for a in assumed]
         except ShapeError as e:
-            shapes = ", ".join(f"{v.name}: {v.dtype}{list(v.shape)}" for v in inputs)
-            raise ShapeError(f"{where}: {e} (inputs {shapes})") from None
+            shapes = ", ".join(f"{v.name}: {v.dtype}{shape_text(v.shape)}" for v in inputs)
+            # the same class: a SymbolicDimError (a size known only at run time) stays one
+            raise type(e)(f"{where}: {e} (inputs {shapes})") from None
         node = Node(op, list(inputs), [], attrs, name or op)
         for i, t in enumerate(types):
             oname = out_names[i] if out_names and i < len(out_names) else f"{name or op}_{i}"
@@ -72,6 +77,7 @@ class GraphBuilder:
         return self.add(op, inputs, attrs, name, where=where)[0]
 
     def finish(self, outputs: list[Value]) -> Graph:
-        g = Graph(list(self.inputs), list(self.nodes), list(outputs), self.name)
+        g = Graph(list(self.inputs), list(self.nodes), list(outputs), self.name,
+                  assumptions=list(self.assumptions))
         g.verify()
         return g

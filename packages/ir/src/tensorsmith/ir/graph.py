@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ModelError
-from .symbolic import Dim, is_static, math_prod, shape_text
+from .symbolic import Assumption, Dim, is_static, math_prod, shape_text
 
 _ids = itertools.count()
 
@@ -77,12 +77,16 @@ class Graph:
     runs must pass (computed like outputs, returned to nobody)."""
 
     def __init__(self, inputs: list[Value], nodes: list[Node], outputs: list[Value],
-                 name: str = "main", checks: list[Check] | None = None) -> None:
+                 name: str = "main", checks: list[Check] | None = None,
+                 assumptions: list[Assumption] | None = None) -> None:
         self.inputs = inputs
         self.nodes = nodes
         self.outputs = outputs
         self.name = name
         self.checks = checks or []
+        #: equalities of symbolic sizes that shape inference assumed (symbolic.py); every
+        #: run checks them
+        self.assumptions = assumptions or []
 
     def results(self) -> list[Value]:
         """What a run must compute and keep to its end: the outputs, then the checks'
@@ -123,7 +127,7 @@ class Graph:
         inputs, nodes, results = copy_nodes(self.inputs, self.nodes, self.results())
         n = len(self.outputs)
         checks = [Check(flag, c.message) for flag, c in zip(results[n:], self.checks)]
-        return Graph(inputs, nodes, results[:n], self.name, checks)
+        return Graph(inputs, nodes, results[:n], self.name, checks, list(self.assumptions))
 
     def verify(self) -> None:
         """Check SSA and topological order; raises ModelError naming the offending node."""

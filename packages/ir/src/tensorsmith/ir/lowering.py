@@ -13,6 +13,7 @@ from .errors import ModelError
 from .graph import Node, Value
 from .op_registry import TensorType, get_op
 from .passes.fuse import FusedGroup
+from .symbolic import Dim, is_static
 from .te.schedule import input_tensors
 from .te.stmt import PrimFunc
 from .te.tensor import Tensor
@@ -62,6 +63,12 @@ def group_compute(group: FusedGroup, transforms: Mapping[int, str] | None = None
     return inputs, outputs
 
 
+def has_symbolic_shapes(group: FusedGroup) -> bool:
+    """Whether any value a group reads or computes has a dim known only at run time."""
+    values = [*group.inputs, *(v for n in group.nodes for v in n.outputs)]
+    return not all(is_static(v.shape) for v in values)
+
+
 def workload_key(group: FusedGroup) -> str:
     """A stable key of what a group computes (ops, attributes, shapes, dtypes, wiring),
     independent of value and node names: equal groups in one model or across models
@@ -92,19 +99,37 @@ def default_transforms(group: FusedGroup, family: str, constant_inputs: Sequence
     """The weight transforms a group computes with by default on a target ``family``
     (input index -> transform), for the weights among ``constant_inputs``: a CPU's fast
     convolutions (schedules/cpu_algorithms.py). The auto-tuner's ``algorithm`` knob
-    defaults to these too."""
-    if family != "cpu":
+    defaults to these too.
+
+    A convolution whose batch is known only at run time takes the transform of one
+    image (a transform of the weights does not depend on the batch, and its kernel is
+    scheduled per image, schedules/cpu_dynamic.py); one with a run-time image size or
+    channels takes none. Other sizes known only at run time in the group (its other
+    inputs) take none either: the group's kernel is then not scheduled per image."""
+    if family != "cpu" or not _static_images(group):
         return {}
     from .schedules.cpu_algorithms import default_conv_transform
 
     out: dict[int, str] = {}
     for node, i in constant_conv_weights(group, constant_inputs):
         x, w = node.inputs
-        transform = default_conv_transform(node.attrs, x.shape, w.shape,
-                                           node.outputs[0].shape, x.dtype)
+        transform = default_conv_transform(node.attrs, _one_image(x.shape), w.shape,
+                                           _one_image(node.outputs[0].shape), x.dtype)
         if transform is not None:
             out[i] = transform
     return out
+
+
+def _static_images(group: FusedGroup) -> bool:
+    """Whether every value the group reads or computes is static past its first axis
+    (the batch, which may be symbolic): each image is then of a fixed size."""
+    values = [*group.inputs, *(v for n in group.nodes for v in n.outputs)]
+    return all(is_static(v.shape[1:]) for v in values)
+
+
+def _one_image(shape: Sequence[Dim]) -> tuple[Dim, ...]:
+    """``shape`` with a batch known only at run time (a symbolic first dim) at 1."""
+    return tuple(1 if k == 0 and not isinstance(d, int) else d for k, d in enumerate(shape))
 
 
 def constant_conv_weights(group: FusedGroup, constant_inputs: Collection[int]

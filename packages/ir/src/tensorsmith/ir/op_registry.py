@@ -9,7 +9,8 @@ fuses (``pattern``), and how it lowers (``compute``: tensor expressions).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+import operator
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -17,7 +18,15 @@ from typing import Any
 import numpy as np
 
 from .errors import ShapeError
-from .symbolic import Dim, Sym, is_static, math_prod, shape_text
+from .symbolic import (
+    Dim,
+    Sym,
+    SymbolicDimError,
+    is_static,
+    math_prod,
+    parse_dim,
+    shape_text,
+)
 
 
 class Pattern(IntEnum):
@@ -118,3 +127,71 @@ def check(cond: bool, message: str) -> None:
     """Raise a ShapeError (the importer adds the node name) when ``cond`` is false."""
     if not cond:
         raise ShapeError(message)
+
+
+# -- symbolic dims in shape inference (symbolic.py) ------------------------------------------
+_RELATIONS: dict[str, Callable[[Any, Any], bool]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+def always(a: Dim, rel: str, b: Dim) -> bool:
+    """Whether ``a rel b`` (rel one of ``== < <= > >=``) holds for every value of the
+    symbols: False both where it fails and where only the run-time sizes can tell.
+    ``==`` means equal as expressions (``batch*seq == seq*batch``)."""
+    if rel == "==":
+        return a == b
+    try:
+        return _RELATIONS[rel](a, b)
+    except SymbolicDimError:
+        return False
+
+
+def check_dim(a: Dim, rel: str, b: Dim, message: str) -> None:
+    """:func:`check` for a comparison of dims: a ShapeError with ``message`` where it
+    fails, a SymbolicDimError (a ShapeError too) with ``message`` where only the run-time
+    values of the symbols could tell, so that no undecided comparison escapes as the
+    generic text of symbolic.py without naming what the op needed."""
+    if rel == "==":
+        if a == b:
+            return
+        if (isinstance(a, int) and isinstance(b, int)) or always(a, "<", b) or always(a, ">", b):
+            raise ShapeError(message)
+    else:
+        try:
+            ok = _RELATIONS[rel](a, b)
+        except SymbolicDimError:
+            pass
+        else:
+            check(ok, message)
+            return
+    raise SymbolicDimError(f"{message}: whether {a} {rel} {b} holds depends on sizes known "
+                           "only at run time")
+
+
+def attr_dim(value: object, what: str) -> Dim:
+    """A dim given in an attribute (a reshape's target, a slice's end): an int, a
+    symbolic dim, or the text of one, which is how the graph's text form writes a
+    symbolic dim inside an attribute (a JSON string) and what parsing it gives back."""
+    if isinstance(value, Sym):
+        return value
+    if isinstance(value, str):
+        try:
+            return parse_dim(value)
+        except ValueError as e:
+            raise ShapeError(f"{what}: {e}") from None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise ShapeError(f"{what} must be an integer or a symbolic size, not {value!r}")
+    return operator.index(value)  # type: ignore[arg-type]  (ints, NumPy's too)
+
+
+def attr_dims(values: Iterable[object], what: str) -> tuple[Dim, ...]:
+    """:func:`attr_dim` of each of ``values``."""
+    return tuple(attr_dim(v, what) for v in values)
+
+
+def shapes_text(shapes: Iterable[Sequence[Dim]]) -> str:
+    """``[[batch, 3], [1, 3]]``: several shapes in an error message, printed as Python
+    prints lists of ints when they are static."""
+    return "[" + ", ".join(shape_text(s) for s in shapes) + "]"

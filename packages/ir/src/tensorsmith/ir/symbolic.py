@@ -22,15 +22,21 @@ the execution plan.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, TypeVar, Union
 
 from .errors import ShapeError
 
 __all__ = [
+    "Assumption",
     "Dim",
     "Sym",
     "SymbolicDimError",
+    "assume_equal",
+    "assuming",
     "dim_max",
     "dim_min",
     "evaluate",
@@ -173,7 +179,8 @@ class Sym:
     def __int__(self) -> int:
         raise SymbolicDimError(
             f"a fixed size is needed where the model has the size '{self}', known only at "
-            "run time; fix it with --input-shape (or from_onnx(shapes=...))")
+            "run time; fix it with --dim NAME=SIZE or --input-shape (from_onnx(dims=...) "
+            "or shapes=...)")
 
     __index__ = __int__
 
@@ -220,7 +227,8 @@ def static_dim(d: Dim, what: str) -> int:
     if isinstance(d, Sym):
         raise SymbolicDimError(
             f"{what} must be known when the model is compiled, but it is '{d}', known only "
-            "at run time; fix it with --input-shape (or from_onnx(shapes=...))")
+            "at run time; fix it with --dim NAME=SIZE or --input-shape "
+            "(from_onnx(dims=...) or shapes=...)")
     return int(d)
 
 
@@ -298,10 +306,12 @@ def dim_max(a: Dim, b: Dim) -> Dim:
     """max(a, b), folded where the answer is clear (equal dims; a broadcast 1)."""
     if isinstance(a, int) and isinstance(b, int):
         return max(a, b)
-    if a == b or b == 1:
+    if a == b:
         return a
-    if a == 1:
-        return b
+    for x, y in ((a, b), (b, a)):  # max(x, 1) is x where x is a size (at least 1)
+        low = lower_bound(x)
+        if isinstance(y, int) and low is not None and low >= y:
+            return x
     return _atom("max", *sorted((a, b), key=str))
 
 
@@ -317,6 +327,57 @@ def dim_min(a: Dim, b: Dim) -> Dim:
 def shape_text(shape: Sequence[Dim]) -> str:
     """``[batch, 3, 224, 224]``: how errors and the text form print a shape."""
     return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+# -- assumptions ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Assumption:
+    """``lhs == rhs`` must hold at run time. Shape inference assumes it where the model only
+    makes sense if it holds (``seq`` added to a ``min(512, seq)`` slice of a position table
+    means ``seq <= 512``); the graph keeps it, and the runtime refuses a run whose sizes
+    break it with ``reason`` (naming the node) instead of computing garbage."""
+
+    lhs: Dim
+    rhs: Dim
+    reason: str
+
+
+_ASSUMPTIONS: ContextVar[list[Assumption] | None] = ContextVar("assumptions", default=None)
+
+
+@contextmanager
+def assuming() -> Iterator[list[Assumption]]:
+    """Within this block :func:`assume_equal` records what it assumes (in the list it
+    yields) instead of raising: graph construction opens one around each op's inference."""
+    log: list[Assumption] = []
+    token = _ASSUMPTIONS.set(log)
+    try:
+        yield log
+    finally:
+        _ASSUMPTIONS.reset(token)
+
+
+def assume_equal(a: Dim, b: Dim, reason: str) -> Dim:
+    """``a``, given that ``a == b`` at run time: the simpler of the two (an int, else the
+    one with fewer terms), recording the assumption where :func:`assuming` is active.
+    Outside it, two dims that differ are a SymbolicDimError with ``reason``; two different
+    ints are never assumed equal (that is the caller's ShapeError)."""
+    if a == b:
+        return a
+    if isinstance(a, int) and isinstance(b, int):
+        raise ShapeError(f"{reason}: {a} != {b}")
+    log = _ASSUMPTIONS.get()
+    if log is None:
+        raise SymbolicDimError(f"{reason}, which holds only for some run-time sizes")
+    log.append(Assumption(a, b, reason))
+    return min((a, b), key=_complexity)
+
+
+def _complexity(d: Dim) -> tuple[int, int, str]:
+    if isinstance(d, int):
+        return (0, 0, str(d))
+    atoms = sum(1 for m, _ in d.terms for a, _p in m if not isinstance(a, str))
+    return (1 + atoms, len(d.terms), str(d))
 
 
 # -- parsing -------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from .graph import Check, Graph, Value
-from .symbolic import Dim, parse_dim, shape_text
+from .symbolic import Assumption, Dim, parse_dim, shape_text
 
 
 def _type(v: Value) -> str:
@@ -32,6 +32,7 @@ def print_graph(g: Graph) -> str:
         args = ", ".join(_ref(v) for v in n.inputs)
         attrs = json.dumps(n.attrs, sort_keys=True, default=_jsonable) if n.attrs else ""
         lines.append(f"  {outs} = {n.op}({args}){' ' + attrs if attrs else ''}  # {n.name}")
+    lines += [f"  assume {a.lhs} == {a.rhs} {json.dumps(a.reason)}" for a in g.assumptions]
     lines += [f"  check {_ref(c.flag)} {json.dumps(c.message)}" for c in g.checks]
     lines.append(f"  return {', '.join(_ref(v) for v in g.outputs)}")
     lines.append("}")
@@ -46,8 +47,23 @@ def _jsonable(x: object) -> object:
     return str(x)
 
 
-# a dim is an int or a symbolic expression (symbolic.py), which may hold parentheses
-_TYPE = re.compile(r"%(\S+?): (\w+)\[((?:[^\[\]()]|\([^()]*(?:\([^()]*\)[^()]*)*\))*)\]")
+_TYPE_HEAD = re.compile(r"%(\S+?): (\w+)\[")
+
+
+def _types(text: str) -> list[tuple[str, str, str]]:
+    """(name, dtype, dims text) of each ``%name: dtype[dims]`` in ``text``. A dim is an
+    int or a symbolic expression (symbolic.py), whose parentheses nest as deep as the
+    model's arithmetic does (each stride-2 layer of a symbolic image adds a level), so
+    the closing bracket is found by scanning, not by a regular expression."""
+    found, at = [], 0
+    while (head := _TYPE_HEAD.search(text, at)) is not None:
+        depth, end = 0, head.end()
+        while end < len(text) and (text[end] != "]" or depth):
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            end += 1
+        found.append((head.group(1), head.group(2), text[head.end():end]))
+        at = end + 1
+    return found
 
 
 def _parse_type(dtype: str, dims: str) -> tuple[tuple[Dim, ...], str]:
@@ -76,13 +92,20 @@ def parse_graph(text: str, constants: dict[str, np.ndarray] | None = None) -> Gr
         raise ValueError("text does not start with 'graph NAME(...) {'")
     b = GraphBuilder(header.group(1))
     env: dict[str, Value] = {}
-    for m in _TYPE.finditer(header.group(2)):
-        shape, dtype = _parse_type(m.group(2), m.group(3))
-        env[m.group(1)] = b.input(m.group(1), shape, dtype)
+    for name, dtype_text, dims in _types(header.group(2)):
+        shape, dtype = _parse_type(dtype_text, dims)
+        env[name] = b.input(name, shape, dtype)
     outputs: list[Value] = []
     checks: list[Check] = []
+    assumptions: list[Assumption] = []
     for ln in lines[1:]:
         if ln == "}" or not ln:
+            continue
+        if ln.startswith("assume "):
+            equality, _, reason = ln[len("assume "):].partition(' "')
+            lhs, _, rhs = equality.partition(" == ")
+            assumptions.append(Assumption(parse_dim(lhs), parse_dim(rhs),
+                                          json.loads('"' + reason)))
             continue
         if ln.startswith("check %"):
             ref, _, message = ln[len("check %"):].partition(" ")
@@ -93,11 +116,9 @@ def parse_graph(text: str, constants: dict[str, np.ndarray] | None = None) -> Gr
             continue
         lhs, rhs = ln.split(" = ", 1)
         if rhs.startswith("const "):
-            const_match = _TYPE.match(lhs)
-            assert const_match
-            shape, dtype = _parse_type(const_match.group(2), const_match.group(3))
+            (name, dtype_text, dims), = _types(lhs)
+            shape, dtype = _parse_type(dtype_text, dims)
             payload = rhs[len("const "):]
-            name = const_match.group(1)
             if payload == "<elided>":
                 if not constants or name not in constants:
                     raise ValueError(f"constant %{name} is elided; pass it in `constants`")
@@ -111,7 +132,7 @@ def parse_graph(text: str, constants: dict[str, np.ndarray] | None = None) -> Gr
         assert call_match, ln
         op, args, attrs = call_match.group(1), call_match.group(2), call_match.group(3)
         ins = [env[a.strip()[1:]] for a in args.split(",") if a.strip()]
-        out_names = [t.group(1) for t in _TYPE.finditer(lhs)]
+        out_names = [name for name, _, _ in _types(lhs)]
         outs = b.add(op, ins, json.loads(attrs) if attrs else {}, name=comment.strip(),
                      out_names=out_names)
         for name, v in zip(out_names, outs):
@@ -119,4 +140,5 @@ def parse_graph(text: str, constants: dict[str, np.ndarray] | None = None) -> Gr
             env[name] = v
     graph = b.finish(outputs)
     graph.checks = checks
+    graph.assumptions = assumptions  # (as printed: re-inference may assume them again)
     return graph

@@ -53,6 +53,11 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "tsm_model_step_name": (_s, [_p, _i]),
     "tsm_model_run_profiled": (_i, [_p, ctypes.POINTER(ctypes.c_double)]),
 }
+#: Functions that libraries written before them lack (bound as None there): only a model
+#: with dynamic shapes calls them, and such a library always has them.
+_OPTIONAL_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+    "tsm_model_set_input_shape": (_i, [_p, _i, _i, ctypes.POINTER(ctypes.c_int64)]),
+}
 
 
 @dataclass(frozen=True)
@@ -91,13 +96,17 @@ class _Library:
     tsm_model_num_steps: Callable[..., Any]
     tsm_model_step_name: Callable[..., Any]
     tsm_model_run_profiled: Callable[..., Any]
+    tsm_model_set_input_shape: Callable[..., Any] | None
 
     def __init__(self, dll: ctypes.CDLL, path: Path) -> None:
         self.dll = dll
-        for name, (restype, argtypes) in _SIGNATURES.items():
+        for name, (restype, argtypes) in {**_SIGNATURES, **_OPTIONAL_SIGNATURES}.items():
             try:
                 fn = getattr(dll, name)
             except AttributeError:
+                if name in _OPTIONAL_SIGNATURES:
+                    setattr(self, name, None)
+                    continue
                 raise ArtifactError(
                     f"artifact '{path}' does not export {name} of the tensorsmith C ABI; it "
                     "was built by an incompatible compiler: re-export it"
@@ -273,6 +282,21 @@ class CpuModel:
             shape=tuple(shape[:ndim]),
             nbytes=call["nbytes"](self.handle, index),
         )
+
+    def output_shape(self, index: int) -> tuple[int, ...]:
+        """Output ``index``'s shape in the last run (with dynamic shapes, the library
+        computes it from the sizes that run learned)."""
+        return self._spec(index, "output").shape
+
+    def set_input_shape(self, index: int, shape: tuple[int, ...]) -> None:
+        """The shape of input ``index`` for the next runs (a model with dynamic shapes);
+        a shape the model cannot take raises InputError with the library's message."""
+        if self.lib.tsm_model_set_input_shape is None:
+            raise ArtifactError(f"artifact '{self.path}' predates dynamic shapes: its inputs "
+                                "take the shapes they were compiled for")
+        dims = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+        self._check(self.lib.tsm_model_set_input_shape(self.handle, index, len(shape), dims),
+                    InputError)
 
     def _check(self, status: int, error: type[TensorsmithError] = TensorsmithError) -> None:
         if status != 0:

@@ -23,6 +23,12 @@ TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
              lambda v: isinstance(v, list) and all(type(x) is int and x >= 0 for x in v)),
     "strs": ("a list of strings",
              lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
+    # a shape: sizes known when the model was compiled, and the text of those known only
+    # at run time (an expression of the plan's symbols, such as "batch" or "seq + 1")
+    "dims": ("a list of integers >= 0 and size expressions (non-empty strings)",
+             lambda v: isinstance(v, list) and all(
+                 (type(x) is int and x >= 0) or (isinstance(x, str) and x.strip())
+                 for x in v)),
     "object": ("an object", lambda v: isinstance(v, dict)),
     "list": ("a list", lambda v: isinstance(v, list)),
     "target": ("a string or an object", lambda v: isinstance(v, str | dict)),

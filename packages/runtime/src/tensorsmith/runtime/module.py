@@ -2,7 +2,13 @@
 
 This is where inputs are checked in terms a user understands -- names, dtypes, shapes --
 before any byte reaches native code, and where results become fresh NumPy arrays. The
-device executor below it (cpu.CpuModel today) only moves bytes. A lock makes each call
+device executor below it (cpu.CpuModel today) only moves bytes.
+
+A model with dynamic shapes (its plan has ``symbols``) takes inputs whose symbolic axes
+have any size: their rank and fixed axes are checked here, and the library learns the
+symbols from the shapes and checks that the inputs agree (its message, in an
+InputError, names the input, the axis and both sizes). Outputs take the shape the
+library reports after each run. A lock makes each call
 atomic, so one module shared between threads serializes instead of racing; for parallel
 runs, load one module per thread. The same lock orders close() after any call in
 progress, and every call after close() is refused: the native model is gone by then.
@@ -36,8 +42,17 @@ Key = str | int
 class _Tensor:
     name: str
     dtype: np.dtype
-    shape: tuple[int, ...]
+    shape: tuple[int, ...]  # the library's at load (with dynamic shapes: every symbol 1)
     nbytes: int
+    #: as the plan states it: ints, and the text of each size known only at run time
+    declared: tuple[int | str, ...] = ()
+
+    @property
+    def symbolic(self) -> bool:
+        return any(isinstance(d, str) for d in self.declared)
+
+    def shape_text(self) -> str:
+        return "[" + ", ".join(str(d) for d in self.declared) + "]"
 
 
 class GraphModule:
@@ -51,6 +66,9 @@ class GraphModule:
         self._outputs = _tensors(artifact, executor.outputs, "outputs")
         self._input_index = {t.name: i for i, t in enumerate(self._inputs)}
         self._output_index = {t.name: i for i, t in enumerate(self._outputs)}
+        # the shapes now: an input's as last set, an output's as the last run made it
+        self._input_shapes = [t.shape for t in self._inputs]
+        self._output_shapes = [t.shape for t in self._outputs]
         self._is_set = [False] * len(self._inputs)
         self._has_run = False
         self._closed = False
@@ -64,17 +82,19 @@ class GraphModule:
 
     @property
     def input_info(self) -> list[dict[str, Any]]:
-        """``{"name", "shape", "dtype"}`` of each input, in the graph's order."""
+        """``{"name", "shape", "dtype"}`` of each input, in the graph's order. A size known
+        only at run time is its text in the shape (``("batch", 16)``)."""
         return [_info(t) for t in self._inputs]
 
     @property
     def output_info(self) -> list[dict[str, Any]]:
-        """``{"name", "shape", "dtype"}`` of each output, in the graph's order."""
+        """``{"name", "shape", "dtype"}`` of each output, in the graph's order (sizes known
+        only at run time as their text: ``("batch", 10)``)."""
         return [_info(t) for t in self._outputs]
 
     def __repr__(self) -> str:
-        ins = ", ".join(f"{t.name}: {t.dtype}{list(t.shape)}" for t in self._inputs)
-        outs = ", ".join(f"{t.name}: {t.dtype}{list(t.shape)}" for t in self._outputs)
+        ins = ", ".join(f"{t.name}: {t.dtype}{t.shape_text()}" for t in self._inputs)
+        outs = ", ".join(f"{t.name}: {t.dtype}{t.shape_text()}" for t in self._outputs)
         closed = " (closed)" if self._closed else ""
         return (
             f"<GraphModule '{self.artifact.path}' on {self.device}{closed} ({ins}) -> ({outs})>"
@@ -108,7 +128,7 @@ class GraphModule:
                 self._set(index, array)
             self._check_all_set()
             self._executor.run()
-            self._has_run = True
+            self._ran()
             return [self._get(i, None) for i in range(len(self._outputs))]
 
     def _run_named(self, names: object, feed: Mapping[Key, Any]) -> list[np.ndarray]:
@@ -164,7 +184,7 @@ class GraphModule:
                 start = time.perf_counter()
                 runs.append(self._executor.run_profiled())
                 run_ms.append((time.perf_counter() - start) * 1e3)
-            self._has_run = True
+            self._ran()
         return summarize(self._executor.step_names, runs, run_ms)
 
     def set_num_threads(self, n: int) -> None:
@@ -229,8 +249,20 @@ class GraphModule:
         return prepared
 
     def _set(self, index: int, array: np.ndarray) -> None:
+        if array.shape != self._input_shapes[index]:  # a symbolic axis changed its size
+            self._executor.set_input_shape(index, array.shape)
+            self._input_shapes[index] = array.shape
+            self._is_set[index] = False
+            self._has_run = False  # the library may have dropped the last run's outputs
         self._executor.set_input(index, array.ctypes.data, array.nbytes)
         self._is_set[index] = True
+
+    def _ran(self) -> None:
+        """After a run: the outputs have values, in the shapes the library reports."""
+        self._has_run = True
+        for i, t in enumerate(self._outputs):
+            if t.symbolic:
+                self._output_shapes[i] = self._executor.output_shape(i)
 
     def _check_all_set(self) -> None:
         missing = [t.name for t, done in zip(self._inputs, self._is_set, strict=True) if not done]
@@ -243,21 +275,21 @@ class GraphModule:
             )
 
     def _get(self, index: int, out: np.ndarray | None) -> np.ndarray:
-        spec = self._outputs[index]
+        spec, shape = self._outputs[index], self._output_shapes[index]
         if not self._has_run:
             raise InputError(f"output {spec.name!r} has no value yet; call run() first")
         if out is None:
-            out = np.empty(spec.shape, spec.dtype)
+            out = np.empty(shape, spec.dtype)
         elif (
             not isinstance(out, np.ndarray)
             or out.dtype != spec.dtype
-            or out.shape != spec.shape
+            or out.shape != shape
             or not out.flags.c_contiguous
             or not out.flags.writeable
         ):
             raise InputError(
                 f"out= for output {spec.name!r} must be a writeable C-contiguous {spec.dtype} "
-                f"array of shape {spec.shape}"
+                f"array of shape {shape}"
             )
         self._executor.get_output(index, out.ctypes.data, out.nbytes)
         return out
@@ -271,16 +303,21 @@ def _tensors(artifact: Artifact, specs: list[TensorSpec], kind: str) -> list[_Te
         where = f"{kind[:-1]} {spec.name!r} of artifact '{artifact.path}'"
         dtype = numpy_dtype(spec.dtype, where)
         _check_nbytes(spec, dtype, where)
-        tensors.append(_Tensor(spec.name, dtype, spec.shape, spec.nbytes))
+        declared = spec.shape
         if described is not None:
             entry = described[i] if isinstance(described, list) and i < len(described) else {}
-            meta = (entry.get("name"), entry.get("dtype"), tuple(entry.get("shape") or ()))
-            if meta != (spec.name, spec.dtype, spec.shape):
+            declared = tuple(entry.get("shape") or ())
+            meta = (entry.get("name"), entry.get("dtype"), declared)
+            # a size known only at run time is its text in the metadata: any size here
+            library_shape = tuple(d if isinstance(d, str) else s
+                                  for d, s in zip(declared, spec.shape, strict=False))
+            if meta != (spec.name, spec.dtype, library_shape) or len(declared) != len(spec.shape):
                 raise ArtifactError(
                     f"artifact '{artifact.path}' is inconsistent: its metadata describes "
                     f"{kind[:-1]} {i} as {meta}, its library as "
                     f"{(spec.name, spec.dtype, spec.shape)}; re-export it"
                 )
+        tensors.append(_Tensor(spec.name, dtype, spec.shape, spec.nbytes, declared))
     if isinstance(described, list) and len(described) != len(specs):
         raise ArtifactError(
             f"artifact '{artifact.path}' is inconsistent: its metadata lists {len(described)} "
@@ -303,7 +340,7 @@ def _check_nbytes(spec: TensorSpec, dtype: np.dtype, where: str) -> None:
 
 
 def _info(t: _Tensor) -> dict[str, Any]:
-    return {"name": t.name, "shape": t.shape, "dtype": str(t.dtype)}
+    return {"name": t.name, "shape": t.declared, "dtype": str(t.dtype)}
 
 
 def _resolve(key: Key, index: dict[str, int], count: int, kind: str) -> int:
@@ -346,11 +383,19 @@ def _as_input_array(value: Any, spec: _Tensor) -> np.ndarray:
             f"input {spec.name!r} has dtype {array.dtype} but the model expects {spec.dtype}; "
             f"convert it first, e.g. x.astype(np.{spec.dtype})"
         )
-    if array.shape != spec.shape:
+    if spec.symbolic:
+        # the library checks the symbolic axes against each other when it runs
+        if array.ndim != len(spec.declared) or any(
+                isinstance(d, int) and d != n for d, n in zip(spec.declared, array.shape)):
+            raise InputError(
+                f"input {spec.name!r} has shape {array.shape} but the model expects "
+                f"{spec.shape_text()}")
+    elif array.shape != spec.shape:
         raise InputError(
             f"input {spec.name!r} has shape {array.shape} but the model expects {spec.shape}"
         )
-    return np.ascontiguousarray(array)
+    # (np.ascontiguousarray would make a 0-d array 1-d: another shape)
+    return array if array.flags.c_contiguous else np.ascontiguousarray(array)
 
 
 def _from_python(value: Any, spec: _Tensor) -> np.ndarray:

@@ -38,6 +38,7 @@ from tensorsmith.runtime.gpu_plan import (
     GpuStep,
     check_plan,
     raise_failed_check,
+    refuse_dynamic_shapes,
     run_checks,
 )
 from tensorsmith.runtime.plan import PARAMS_SECTION, Buffer, Plan, Step, Tensor
@@ -116,6 +117,7 @@ class OpenCLModel:
     """One model instance (its own device buffers) of an OpenCL artifact on one device."""
 
     def __init__(self, artifact: Artifact, device: Device) -> None:
+        refuse_dynamic_shapes(artifact.path, artifact.plan, "OpenCL")
         cl = self._cl = _pyopencl()
         self.path = artifact.path
         self._meta = artifact.metadata

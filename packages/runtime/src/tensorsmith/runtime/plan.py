@@ -12,6 +12,12 @@ mistyped value. Fields that artifacts written by older versions lack are optiona
 so those artifacts keep loading; a field that is there always has its documented type.
 Whether the indices and sizes fit together is each executor's check (the CPU library's
 C code; ``gpu_plan.check_plan`` for the GPUs), since it depends on the kernels too.
+
+A plan whose graph has sizes known only at run time (``symbols``: ``batch``, ``seq``)
+names them, writes those sizes as expressions of them (``"batch"``, ``"seq + 1"``), and
+leaves the workspace buffers whose size depends on them to the executor, which places
+them once it knows the symbols (docs/artifact.md, "Dynamic shapes"). The CPU library does
+that; the GPU executors refuse such a plan for now.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from typing import Any, ClassVar
 
 from tensorsmith.runtime.metadata_types import expect, malformed
 
-__all__ = ["PARAMS_SECTION", "PLAN_KEYS", "Buffer", "Check", "Kernel", "Plan", "Step",
+__all__ = ["PARAMS_SECTION", "PLAN_KEYS", "Assumption", "Buffer", "Check", "Kernel", "Plan", "Step",
            "Tensor", "target_kind"]
 
 PARAMS_SECTION = "params"
@@ -71,26 +77,52 @@ class _Entry:
 @dataclass(frozen=True)
 class Buffer(_Entry):
     """A byte range of the weights (``kind`` "param": in section ``params``) or of the
-    one workspace (``"workspace"``)."""
+    one workspace (``"workspace"``).
 
-    FIELDS: ClassVar = {"kind": "str", "offset": "int", "nbytes": "int", "name": "str"}
+    A workspace buffer whose size depends on the symbols has ``symbolic_nbytes`` (its byte
+    count as an expression of them), ``offset`` and ``nbytes`` 0, and the steps that first
+    and last use it: the executor places it per shape, by that lifetime, after the static
+    workspace (a graph input's range is kept for the whole run and between runs; a result
+    lives to ``last_step`` = the number of steps). A buffer with ``symbols`` is a static
+    one of 8 bytes per symbol that the executor fills before each run with their values,
+    as int64 in that order: the trailing argument of every kernel that takes sizes known
+    only at run time."""
+
+    FIELDS: ClassVar = {"kind": "str", "offset": "int", "nbytes": "int", "name": "str",
+                        "symbolic_nbytes": "str", "first_step": "int", "last_step": "int",
+                        "symbols": "strs"}
     kind: str
     offset: int
     nbytes: int
     name: str | None = None  # the weight's, for a param buffer
+    symbolic_nbytes: str | None = None
+    first_step: int | None = None
+    last_step: int | None = None
+    symbols: tuple[str, ...] | None = None
+
+    @property
+    def is_symbolic(self) -> bool:
+        """Whether its size is known only at run time (the executor places it)."""
+        return self.symbolic_nbytes is not None
 
 
 @dataclass(frozen=True)
 class Tensor(_Entry):
     """A graph input or output and the plan buffer that holds it."""
 
-    FIELDS: ClassVar = {"name": "str", "shape": "ints", "dtype": "str", "buffer": "int",
+    FIELDS: ClassVar = {"name": "str", "shape": "dims", "dtype": "str", "buffer": "int",
                         "layout": "object"}
     name: str
-    shape: tuple[int, ...]
+    #: ints, and the text of each size known only at run time ("batch", "seq + 1")
+    shape: tuple[int | str, ...]
     dtype: str
     buffer: int | None = None  # absent in hand-written CPU plans: the library knows it
     layout: dict[str, Any] | None = None  # a tuning candidate's: how its runner feeds it
+
+    @property
+    def is_symbolic(self) -> bool:
+        """Whether some of its sizes are known only at run time."""
+        return any(isinstance(d, str) for d in self.shape)
 
 
 @dataclass(frozen=True)
@@ -130,15 +162,28 @@ class Check(_Entry):
     message: str
 
 
+@dataclass(frozen=True)
+class Assumption(_Entry):
+    """An equality of two sizes (expressions of the symbols, as text) that the model only
+    makes sense under, e.g. ``seq == min(512, seq)`` where a position table of 512 rows
+    is added to a sequence: a run whose sizes break it fails with ``message``."""
+
+    FIELDS: ClassVar = {"lhs": "str", "rhs": "str", "message": "str"}
+    lhs: str
+    rhs: str
+    message: str
+
+
 #: The plan's lists: metadata key -> entry type.
 _LISTS: dict[str, type[_Entry]] = {"inputs": Tensor, "outputs": Tensor, "checks": Check,
-                                    "kernels": Kernel, "steps": Step, "buffers": Buffer}
+                                    "assumptions": Assumption, "kernels": Kernel,
+                                    "steps": Step, "buffers": Buffer}
 #: The plan's other keys and their JSON types.
-_SCALARS = {"target": "target", "device": "str", "workspace_bytes": "int",
+_SCALARS = {"target": "target", "device": "str", "symbols": "strs", "workspace_bytes": "int",
             "params_bytes": "int", "memory": "object", "producer": "object"}
 #: Every metadata key the plan owns, in the order ``to_json`` writes them.
-PLAN_KEYS = ("target", "device", *_LISTS, "workspace_bytes", "params_bytes", "memory",
-             "producer")
+PLAN_KEYS = ("target", "device", "symbols", *_LISTS, "workspace_bytes", "params_bytes",
+             "memory", "producer")
 
 
 @dataclass(frozen=True)
@@ -149,9 +194,13 @@ class Plan:
 
     target: str | dict[str, Any] | None = None
     device: str | None = None
+    #: the sizes known only at run time, sorted (empty: every size is static)
+    symbols: tuple[str, ...] = ()
     inputs: tuple[Tensor, ...] = ()
     outputs: tuple[Tensor, ...] = ()
     checks: tuple[Check, ...] = ()
+    #: what the sizes must satisfy at run time (plans with symbols only)
+    assumptions: tuple[Assumption, ...] = ()
     kernels: tuple[Kernel, ...] = ()
     steps: tuple[Step, ...] = ()
     buffers: tuple[Buffer, ...] = ()
@@ -176,7 +225,7 @@ class Plan:
             raw = data.get(key, [])
             expect(raw, "list", key, path)
             lists[key] = tuple(entry.from_json(e, f"{key}[{i}]", path) for i, e in enumerate(raw))
-        scalars = {key: data[key] for key in _SCALARS if key in data}
+        scalars = {key: _frozen(data[key]) for key in _SCALARS if key in data}
         return cls(**scalars, **lists)
 
     def to_json(self) -> dict[str, Any]:
@@ -184,11 +233,19 @@ class Plan:
         out: dict[str, Any] = {}
         for key in PLAN_KEYS:
             value = getattr(self, key)
-            if key in _LISTS:
+            if key in ("symbols", "assumptions"):
+                if value:  # a static plan's metadata stays as it was before symbols
+                    out[key] = list(value) if key == "symbols" else [e.to_json() for e in value]
+            elif key in _LISTS:
                 out[key] = [e.to_json() for e in value]
             elif value is not None:
                 out[key] = value
         return out
+
+    @property
+    def is_symbolic(self) -> bool:
+        """Whether some sizes are known only at run time (``symbols``)."""
+        return bool(self.symbols)
 
     @property
     def target_kind(self) -> str:

@@ -126,7 +126,7 @@ def compare(
 
     proto, label = _load(model)
     device = device or Target.parse(target).info.device
-    graph, params = from_onnx(proto, input_shapes)
+    graph, params = from_onnx(proto, input_shapes, static=True)  # random inputs need sizes
     feed = _checked(graph, inputs) if inputs is not None else _random_inputs(graph, seed)
     reference = run_reference(proto, feed)
     actual = _run_exposed(graph, params, node_outputs(proto), target, device, opt_level, feed)

@@ -20,15 +20,19 @@ from tensorsmith.cli._common import (
     named_kernels,
     writable_file,
 )
+from tensorsmith.cli.dims import add_dim_argument, dim_sizes
 
 EPILOG = """\
 examples:
   tensorsmith compile examples/mlp.onnx --target llvm --input-shape input:1,784 -o mlp.so
   tensorsmith compile resnet.onnx --input-shape data:8,3,224,224 --opt-level 3 -o resnet.so
   tensorsmith compile examples/mlp.onnx --input-shape input:1,784 --verbose  # pass times, kernels
+  tensorsmith compile bert.onnx --dim batch=1 --dim sequence=128 -o bert.so
 
---input-shape fixes the shape of a graph input; it is needed for inputs whose ONNX
-shape has symbolic dimensions (such as a batch dimension 'N'). Give it once per input.
+Symbolic dimensions of the model's inputs (such as a batch dimension 'N') stay symbolic
+unless fixed: --input-shape fixes the whole shape of one input (and every named dimension
+in it, for all inputs), --dim one named dimension. A target that needs static shapes
+says which ones to give.
 """
 
 TARGET_HELP = (
@@ -120,6 +124,7 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("-t", "--target", default="llvm", help=TARGET_HELP)
     add_input_shape_argument(p)
+    add_dim_argument(p)
     p.add_argument(
         "-O",
         "--opt-level",
@@ -201,11 +206,13 @@ def plain_record_warnings() -> Iterator[None]:
 def run(args: argparse.Namespace) -> int:
     model = existing_file(args.model, "model")
     shapes = input_shapes(args.input_shape)
+    dims = dim_sizes(args.dim)
     verbose = bool(getattr(args, "verbose", False))
 
     # heavy imports only here, so `tensorsmith --help` stays fast
-    from tensorsmith.frontend.onnx import from_onnx
+    from tensorsmith.frontend.onnx import from_onnx, require_static
     from tensorsmith.ir import build
+    from tensorsmith.ir.symbolic import SymbolicDimError
     from tensorsmith.ir.target import Target
 
     target = Target.parse(args.target)
@@ -213,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
     output = writable_file(args.output or str(model.with_suffix(target.info.suffix)), "artifact")
 
     t0 = time.perf_counter()
-    mod, params = from_onnx(str(model), shapes or None)
+    mod, params = from_onnx(str(model), shapes or None, dims=dims or None)
     t1 = time.perf_counter()
     kwargs = _build_kwargs(build, args.opt_level)
     if args.records:
@@ -221,7 +228,11 @@ def run(args: argparse.Namespace) -> int:
     if args.no_index_checks:
         kwargs["index_checks"] = False
     with plain_record_warnings():
-        lib = build(mod, target=target, params=params, **kwargs)
+        try:
+            lib = build(mod, target=target, params=params, **kwargs)
+        except SymbolicDimError as e:  # the target needs a size the model leaves open
+            require_static(mod, str(model), because=f"for target {args.target}: {e}")
+            raise
     t2 = time.perf_counter()
     lib.export_library(str(output))
     t3 = time.perf_counter()

@@ -67,6 +67,8 @@ def summary(path: str) -> dict[str, Any]:
         "kernels": named_kernels(meta),
         "steps": len(meta.get("steps") or []),
         "workspace_bytes": meta.get("workspace_bytes"),
+        "symbols": list(artifact.plan.symbols),
+        "dynamic_buffers": [b.symbolic_nbytes for b in artifact.plan.buffers if b.is_symbolic],
         "unplanned_workspace_bytes": memory.get("unplanned_bytes"),
         "params_bytes": meta.get("params_bytes"),
         "payload_bytes": artifact.payload_length,
@@ -111,9 +113,19 @@ def format_text(info: dict[str, Any]) -> str:
         lines += [f"  {describe(t)}" for t in info[kind]]
     lines.append(f"kernels    {len(info['kernels'])} ({info['steps']} steps per run)")
     lines += kernel_lines(info["kernels"])
+    if info["symbols"]:
+        lines.append(f"symbols    {', '.join(info['symbols'])} (sizes known at run time, "
+                     "taken from the inputs' shapes)")
     lines.append(f"memory     workspace {size(info['workspace_bytes'])}")
+    if info["dynamic_buffers"]:
+        from tensorsmith.ir.symbolic import parse_dim
+
+        total = sum((parse_dim(b) for b in info["dynamic_buffers"]), 0)
+        lines.append(f"           + {len(info['dynamic_buffers'])} buffers sized per run, placed "
+                     f"when the sizes change (at most {total} bytes together)")
     planned, unplanned = info["workspace_bytes"], info["unplanned_workspace_bytes"]
-    if isinstance(planned, int) and isinstance(unplanned, int) and unplanned > 0:
+    if not info["symbols"] and isinstance(planned, int) and isinstance(unplanned, int) \
+            and unplanned > 0:
         lines.append(
             f"           {size(unplanned)} without memory planning "
             f"(planning saves {100.0 * (1 - planned / unplanned):.0f}%)"

@@ -20,6 +20,7 @@ from tensorsmith.cli._common import (
     summarize,
     writable_file,
 )
+from tensorsmith.cli.dims import add_dim_argument, dim_sizes, sized_shape
 
 EPILOG = """\
 examples:
@@ -78,6 +79,8 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="time N runs after one warm-up; print median and min latency",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
+    add_dim_argument(p, help="size of a symbolic dimension for the random inputs, e.g. "
+                     "batch=8 (repeatable; a model with dynamic shapes needs its sizes)")
     p.add_argument(
         "--profile",
         action="store_true",
@@ -95,16 +98,13 @@ def _expected(module: Any) -> list[dict]:
     return list(module.input_info)
 
 
-def random_inputs(infos: list[dict], seed: int) -> dict[str, np.ndarray]:
+def random_inputs(infos: list[dict], seed: int, sizes: dict[str, int] | None = None
+                  ) -> dict[str, np.ndarray]:
+    """Seeded random inputs; ``sizes`` gives the symbolic dimensions theirs (--dim)."""
     rng = np.random.default_rng(seed)
     feed: dict[str, np.ndarray] = {}
     for info in infos:
-        shape = tuple(info["shape"])
-        if not all(isinstance(d, int | np.integer) and d >= 0 for d in shape):
-            raise CliError(
-                f"input {describe(info)} has no fixed shape, so random inputs cannot be made; "
-                "pass --inputs"
-            )
+        shape = sized_shape(list(info["shape"]), sizes or {}, f"input '{info['name']}'")
         dtype = np.dtype(info["dtype"])
         if dtype.kind == "f":
             feed[info["name"]] = rng.standard_normal(shape).astype(dtype)
@@ -182,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
     if inputs_path is not None:
         feed = load_inputs(inputs_path, infos)
     else:
-        feed = random_inputs(infos, args.seed)
+        feed = random_inputs(infos, args.seed, dim_sizes(args.dim))
 
     outputs = list(module.run(feed))
     names = [o["name"] for o in module.output_info]

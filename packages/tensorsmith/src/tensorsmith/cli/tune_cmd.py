@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
                        f"{', '.join(tunable_kinds())}")
     if not args.dask:  # with --dask the workers measure, with what they have installed
         require_device_binding(target.info.device, f"tuning for target {target.kind!r}")
-    mod, params = from_onnx(str(model), shapes or None)
+    mod, params = from_onnx(str(model), shapes or None, static=True)  # measures kernels
     tasks = extract_tasks(mod, params, target, opt_level=args.opt_level)
     if not tasks:
         raise CliError(f"{model} has no kernels to tune")

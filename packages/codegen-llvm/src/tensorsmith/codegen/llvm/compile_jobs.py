@@ -74,7 +74,7 @@ def _stmt_size(s: Stmt, copies: int, unrolled: frozenset[int]) -> int:
     if isinstance(s, Seq):
         return sum(_stmt_size(x, copies, unrolled) for x in s.stmts)
     if isinstance(s, For):
-        if s.kind == "unrolled":
+        if s.kind == "unrolled" and isinstance(s.extent, int):
             return _stmt_size(s.body, copies * s.extent, unrolled | {id(s.var)})
         return _stmt_size(s.body, copies, unrolled)
     if isinstance(s, Allocate):

@@ -1,9 +1,12 @@
 """Tensor IR -> LLVM IR (llvmlite), one LLVM function per kernel.
 
 Every kernel has the signature ``void name(void **args)``: ``args[i]`` is the i-th
-buffer parameter. Parallel loops are outlined into ``void body(void *closure, i64 begin,
+buffer parameter. A kernel that uses run-time sizes (``attrs["symbols"]``) takes one
+more: ``args[len(params)]`` points to their int64 values, in that order, which it loads
+once on entry. Parallel loops are outlined into ``void body(void *closure, i64 begin,
 i64 end)`` and handed to ``tsm_parallel_for`` of the thread pool linked into the
-artifact; the closure carries ``args`` and the enclosing loop variables.
+artifact; the closure carries ``args`` (whence the body loads the sizes again) and the
+enclosing loop variables.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from tensorsmith.ir.te.expr import (
     Expr,
     Load,
     Select,
+    SymVar,
     Var,
 )
 from tensorsmith.ir.te.stmt import (
@@ -104,6 +108,7 @@ class KernelEmitter:
         self.func = func
         self.flags = _NO_NAN_FLAGS if fast_math else ()
         self.vars: dict[int, ir.Value] = {}
+        self.sizes: dict[str, ir.Value] = {}  # run-time size name -> its value
         self.bufs: dict[int, ir.Value] = {}
         self.outlined = 0
         # contiguous vectors already loaded, by (basic block, buffer, lanes, index): an
@@ -118,6 +123,7 @@ class KernelEmitter:
         fn.args[0].name = "args"
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         self._bind_buffers(b, fn.args[0])
+        self._bind_sizes(b, fn.args[0])
         self.stmt(b, self.func.body)
         b.ret_void()
         return fn
@@ -126,6 +132,23 @@ class KernelEmitter:
         for buf, ptr in zip(self.func.params, self._load_buffers(b, args), strict=True):
             self.bufs[id(buf)] = ptr
         self.args_value = args
+
+    def _bind_sizes(self, b: ir.IRBuilder, args: ir.Value) -> None:
+        """Load the run-time sizes the kernel uses from the int64 array that
+        ``args[len(params)]`` points to (the kernel ABI's one extra argument)."""
+        names = self.func.attrs.get("symbols", ())
+        if not names:
+            return
+        slot = b.gep(args, [ir.Constant(I64, len(self.func.params))], inbounds=True,
+                     source_etype=PTR)
+        values = b.load(slot, name="sizes", typ=PTR)
+        for i, name in enumerate(names):
+            at = b.gep(values, [ir.Constant(I64, i)], inbounds=True, source_etype=I64)
+            self.sizes[name] = b.load(at, name=_ident(name), typ=I64)
+
+    def extent(self, b: ir.IRBuilder, extent: int | Expr) -> ir.Value:
+        """A loop's extent: a constant, or the value of an expression of sizes."""
+        return ir.Constant(I64, extent) if isinstance(extent, int) else self.expr(b, extent)
 
     def forget_loads(self, buf: Buffer) -> None:
         """A store to ``buf``: vectors loaded from it earlier may be stale."""
@@ -146,7 +169,7 @@ class KernelEmitter:
         elif isinstance(s, For):
             if s.kind == "parallel":
                 self._parallel(b, s)
-            elif s.kind == "unrolled" and s.extent <= 64:
+            elif s.kind == "unrolled" and isinstance(s.extent, int) and s.extent <= 64:
                 saved = self.vars.get(id(s.var))
                 for i in range(s.extent):
                     self.vars[id(s.var)] = ir.Constant(I64, i)
@@ -156,7 +179,7 @@ class KernelEmitter:
             elif s.kind == "vectorized" and try_vectorize(self, b, s):
                 pass
             else:
-                self._loop(b, s.var, ir.Constant(I64, 0), ir.Constant(I64, s.extent), s.body)
+                self._loop(b, s.var, ir.Constant(I64, 0), self.extent(b, s.extent), s.body)
         elif isinstance(s, Store):
             self._store(b, s)
         elif isinstance(s, IfThenElse):
@@ -226,7 +249,7 @@ class KernelEmitter:
         for i, v in enumerate(captured, start=1):
             b.store(self.vars[id(v)], b.gep(closure, [ir.Constant(I64, i)], source_etype=I64))
         pool = self._declare("tsm_parallel_for", ir.FunctionType(VOID, [PTR, PTR, I64]))
-        b.call(pool, [body_fn, closure, ir.Constant(I64, s.extent)])
+        b.call(pool, [body_fn, closure, self.extent(b, s.extent)])
 
         # The body proper takes every buffer as a ``noalias`` argument: the step's
         # buffers never overlap (the memory plan gives each live tensor its own range),
@@ -253,6 +276,7 @@ class KernelEmitter:
         inner.outlined = self.outlined * 100
         jb = ir.IRBuilder(impl.append_basic_block("entry"))
         inner.args_value = impl.args[0]  # for a parallel loop nested in this one
+        inner._bind_sizes(jb, impl.args[0])
         for buf, arg in zip(params, impl.args[1:1 + len(params)], strict=True):
             inner.bufs[id(buf)] = arg
         start, stop, *rest = impl.args[1 + len(params):]
@@ -281,6 +305,8 @@ class KernelEmitter:
             if e.dtype.startswith("float"):
                 return ir.Constant(ty, float(e.value))
             return ir.Constant(ty, int(e.value))
+        if isinstance(e, SymVar):
+            return self.sizes[e.name]
         if isinstance(e, Var):
             return self.vars[id(e)]
         if isinstance(e, Load):

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tensorsmith.ir.symbolic import Dim, fold, free_symbols, math_prod, parse_dim, symbol
 
 if TYPE_CHECKING:
     from tensorsmith.runtime.plan import Plan, Tensor
@@ -47,10 +51,11 @@ def plan_source(plan: Plan, metadata: dict[str, Any], params_bytes: int,
         for i, v in enumerate(ios):
             shape, buffer = v.shape, v.buffer
             assert buffer is not None, f"{name} {v.name!r} has no buffer"
-            nbytes = plan.buffers[buffer].nbytes
+            # a symbolic size is 0 here: symbolic_source's tables say where it comes from
+            nbytes = 0 if v.is_symbolic else plan.buffers[buffer].nbytes
             if shape:
-                lines.append(f"static const int64_t {name}{i}_shape[] = "
-                             f"{{{', '.join(str(d) for d in shape)}}};")
+                dims = ", ".join(str(d) if isinstance(d, int) else "0" for d in shape)
+                lines.append(f"static const int64_t {name}{i}_shape[] = {{{dims}}};")
                 shape_ref = f"{name}{i}_shape"
             else:
                 shape_ref = "0"
@@ -61,7 +66,8 @@ def plan_source(plan: Plan, metadata: dict[str, Any], params_bytes: int,
 
     io_table("input", plan.inputs)
     io_table("output", plan.outputs)
-    rows = [f"  {{{kinds[b.kind]}, {b.offset}, {b.nbytes}}}" for b in plan.buffers]
+    rows = ["  {TSM_DYNAMIC, 0, 0}" if b.is_symbolic
+            else f"  {{{kinds[b.kind]}, {b.offset}, {b.nbytes}}}" for b in plan.buffers]
     lines.append("static const tsm_buffer buffers[] = {\n"
                  + (",\n".join(rows) or "  {0, 0, 0}") + "\n};")
     step_rows = []
@@ -74,6 +80,8 @@ def plan_source(plan: Plan, metadata: dict[str, Any], params_bytes: int,
     check_rows = [f"  {{{c.buffer}, {c_string(c.message)}}}" for c in checks]
     lines.append("static const tsm_check checks[] = {\n"
                  + (",\n".join(check_rows) or "  {0, 0}") + "\n};")
+    if plan.is_symbolic:
+        lines += symbolic_source(plan)
     lines.append(c_bytes("metadata_json", json.dumps(metadata, sort_keys=True)))
     lines.append(
         "TSM_INTERNAL const tsm_plan tsm_graph_plan = {\n"
@@ -81,9 +89,114 @@ def plan_source(plan: Plan, metadata: dict[str, Any], params_bytes: int,
         f"  {len(plan.inputs)}, inputs, {len(plan.outputs)}, outputs,\n"
         f"  {plan.workspace_bytes},\n"
         f"  metadata_json, {params_bytes}, {{{', '.join(str(b) for b in params_id)}}},\n"
-        f"  {len(checks)}, checks\n}};")
+        f"  {len(checks)}, checks, {'&symbolic' if plan.is_symbolic else '0'}\n}};")
     lines.append(cpu_check_source(metadata.get("cpu_features", [])))
     return "\n".join(lines) + "\n"
+
+
+class _Sizes:
+    """The symbolic sizes of a plan, numbered as compute_sizes writes them: the symbols
+    first (size k is symbol k), then each distinct expression once, by its canonical text."""
+
+    def __init__(self, symbols: Sequence[str]) -> None:
+        self.symbols = tuple(symbols)
+        self.dims: list[Dim] = [symbol(n) for n in self.symbols]
+        self.index = {n: k for k, n in enumerate(self.symbols)}
+
+    def of(self, d: Dim, where: str) -> int:
+        """The index of size ``d`` (a Sym), numbering it if it is new."""
+        unknown = free_symbols(d) - set(self.symbols)
+        if unknown:
+            raise ValueError(f"the plan's {where} uses {sorted(unknown)}, which are not among "
+                             f"its symbols {list(self.symbols)}")
+        key = str(d)
+        if key not in self.index:
+            self.index[key] = len(self.dims)
+            self.dims.append(d)
+        return self.index[key]
+
+    def c_expression(self, d: Dim) -> str:
+        """``d`` as C over ``s`` (the symbols' values), every operation checked (tsm_plan.h's
+        tsm_size_*: they set ``bad`` on an overflow or a division by zero)."""
+        ops = {op: _c_call(f"tsm_size_{op}", checked=op not in ("max", "min"))
+               for op in ("add", "mul", "floordiv", "mod", "max", "min")}
+        return fold(d, lambda c: f"INT64_C({c})", lambda n: f"s[{self.index[n]}]", ops)
+
+
+def symbolic_source(plan: Plan) -> list[str]:
+    """The C of a plan with symbols: ``compute_sizes`` (every size that depends on them,
+    from their values), the tables that say which size each symbolic axis, tensor and
+    buffer has, the buffers' lifetimes, the symbol buffers, and ``symbolic``, the
+    tsm_symbolic that tsm_graph_plan points at (csrc/tsm_plan.h, "dynamic shapes")."""
+    sizes = _Sizes(plan.symbols)
+    lines: list[str] = []
+
+    def io_sizes(name: str, ios: Sequence[Tensor]) -> None:
+        rows = []
+        for i, v in enumerate(ios):
+            if not v.is_symbolic:
+                rows.append("  {0, -1}")
+                continue
+            dims = [d if isinstance(d, int) else parse_dim(d) for d in v.shape]
+            where = f"{name} '{v.name}'"
+            index = [-1 if isinstance(d, int) else sizes.of(d, where) for d in dims]
+            nbytes = math_prod(dims) * np.dtype(v.dtype).itemsize
+            lines.append(f"static const int {name}{i}_dims[] = {{{', '.join(map(str, index))}}};")
+            rows.append(f"  {{{name}{i}_dims, {sizes.of(nbytes, where)}}}")
+        lines.append(f"static const tsm_io_sizes {name}_sizes[] = {{\n"
+                     + (",\n".join(rows) or "  {0, -1}") + "\n};")
+
+    io_sizes("input", plan.inputs)
+    io_sizes("output", plan.outputs)
+    dynamic, symbol_rows = [], []
+    for i, b in enumerate(plan.buffers):
+        if b.is_symbolic:
+            assert b.symbolic_nbytes is not None
+            assert b.first_step is not None and b.last_step is not None, f"buffer {i}"
+            k = sizes.of(parse_dim(b.symbolic_nbytes), f"buffer {i}")
+            dynamic.append(f"  {{{i}, {k}, {b.first_step}, {b.last_step}}}")
+        elif b.symbols:
+            names = [sizes.index[n] for n in b.symbols]
+            lines.append(f"static const int symbol_buffer{i}[] = "
+                         f"{{{', '.join(map(str, names))}}};")
+            symbol_rows.append(f"  {{{i}, {len(names)}, symbol_buffer{i}}}")
+    lines.append("static const tsm_dynamic_buffer dynamic_buffers[] = {\n"
+                 + (",\n".join(dynamic) or "  {0, 0, 0, 0}") + "\n};")
+    lines.append("static const tsm_symbol_buffer symbol_buffers[] = {\n"
+                 + (",\n".join(symbol_rows) or "  {0, 0, 0}") + "\n};")
+    assumption_rows = [
+        f"  {{{sizes.of(parse_dim(a.lhs), 'assumption')}, "
+        f"{sizes.of(parse_dim(a.rhs), 'assumption')}, {c_string(a.message)}}}"
+        for a in plan.assumptions]
+    lines.append("static const tsm_assumption assumptions[] = {\n"
+                 + (",\n".join(assumption_rows) or "  {0, 0, 0}") + "\n};")
+    lines.append("static const char *const symbol_names[] = {\n"
+                 + ",\n".join(f"  {c_string(n)}" for n in sizes.symbols) + "\n};")
+    lines.append("static const char *const size_texts[] = {\n"
+                 + ",\n".join(f"  {c_string(str(d))}" for d in sizes.dims) + "\n};")
+    body = [f"  v[{k}] = {sizes.c_expression(d)};  /* {_comment(str(d))} */"
+            if k >= len(sizes.symbols) else f"  v[{k}] = s[{k}];"
+            for k, d in enumerate(sizes.dims)]
+    lines += ["static int compute_sizes(const int64_t *s, int64_t *v) {", "  int bad = 0;",
+              *body, "  return bad;", "}"]
+    lines.append(
+        "static const tsm_symbolic symbolic = {\n"
+        f"  {len(sizes.symbols)}, symbol_names, {len(sizes.dims)}, size_texts, compute_sizes,\n"
+        f"  input_sizes, output_sizes, {len(dynamic)}, dynamic_buffers,\n"
+        f"  {len(symbol_rows)}, symbol_buffers, {len(assumption_rows)}, assumptions\n}};")
+    return lines
+
+
+def _c_call(function: str, checked: bool) -> Callable[[str, str], str]:
+    """How ``fold`` writes one operation: a call of ``function`` (with ``&bad`` if checked)."""
+    if checked:
+        return lambda a, b: f"{function}({a}, {b}, &bad)"
+    return lambda a, b: f"{function}({a}, {b})"
+
+
+def _comment(text: str) -> str:
+    """``text`` safe inside a C comment."""
+    return text.replace("*/", "* /").replace("/*", "/ *")
 
 
 #: Extension names that ``__builtin_cpu_supports`` takes, as LLVM spells them, by the

@@ -100,7 +100,7 @@ def try_vectorize(em: KernelEmitter, b: ir.IRBuilder, loop: For) -> bool:
     if isinstance(body, IfThenElse) and body.otherwise is None:
         body, cond = body.then, body.cond
     stores = _stores(body, loop.var)
-    if not stores or loop.extent < 2 or loop.extent > 64:
+    if not stores or not isinstance(loop.extent, int) or loop.extent < 2 or loop.extent > 64:
         return False
     if any(stride_of(s.index, loop.var) != 1 for s in stores):
         return False

@@ -1,4 +1,4 @@
-"""ONNX frontend: ``from_onnx(model, shape) -> (graph, params)``.
+"""ONNX frontend: ``from_onnx(model, shape, dims=..., static=...) -> (graph, params)``.
 
 Converters are chosen by the model's opset (see :mod:`.registry`); every error is a
 :class:`tensorsmith.ir.errors.ModelError` (or subclass) that names the file or node.
@@ -7,6 +7,7 @@ Converters are chosen by the model's opset (see :mod:`.registry`); every error i
 from importlib import metadata as _metadata
 
 from .importer import from_onnx
+from .inputs import require_static
 from .registry import supported_ops
 
 try:
@@ -14,4 +15,4 @@ try:
 except _metadata.PackageNotFoundError:  # a source tree on sys.path: the one version
     from tensorsmith.runtime._version import __version__
 
-__all__ = ["__version__", "from_onnx", "supported_ops"]
+__all__ = ["__version__", "from_onnx", "require_static", "supported_ops"]

@@ -12,6 +12,11 @@ target shape it needs as a plain list. Float initializers are never folded into 
 constants here: ``build(params=...)`` may rebind them by name, so arithmetic on weights
 (a transposed Gemm weight, BatchNorm's scale) stays in the graph for the folding pass,
 which runs after the binding.
+
+With symbolic sizes the same chains hold symbols: ``Shape(x)`` of an ``x`` of shape
+``[batch, seq, 64]`` is the *shape value* ``[batch, seq, 64]``, kept at compile time only
+(see :mod:`.shape_values`), and ``add`` folds the shape arithmetic on it the same way, so
+that converters read targets as dims with :meth:`NodeContext.dims`.
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ from tensorsmith.ir.builder import GraphBuilder
 from tensorsmith.ir.errors import ModelError, ShapeError
 from tensorsmith.ir.graph import Node, Value
 from tensorsmith.ir.op_registry import TensorType, get_op
+from tensorsmith.ir.symbolic import Dim, Sym, SymbolicDimError, is_static, shape_text
 
+from . import shape_values
 from .dtypes import check_numpy_dtype
 
 FOLD_LIMIT = 4096
@@ -72,6 +79,9 @@ class ImportState:
         self.reserved = set(reserved)  # every ONNX value name: never given to our values
         self.used: set[str] = set(reserved)
         self.weights: set[int] = set()  # uids of initializers (build may rebind them)
+        # uid -> the entries (object array of dims) of each shape value: a small int
+        # tensor computed from symbolic sizes, with no data and no producer
+        self.shape_values: dict[int, np.ndarray] = {}
         # converts a subgraph (an If branch) in place and returns its outputs; the
         # importer sets it
         self.inline: Callable[[onnx.GraphProto, str], list[Value]] | None = None
@@ -127,12 +137,59 @@ class NodeContext:
     def constant(self, i: int, what: str) -> np.ndarray:
         """Input ``i`` as an array: it must be known at import time (``what`` names it)."""
         v = self.input(i)
+        values = self.state.shape_values.get(v.uid)
+        if values is not None:
+            raise SymbolicDimError(
+                f"{self.where}: input {i} ({what}) must be known when the model is compiled, "
+                f"but '{self.node.input[i]}' is {entries_text(values)}, computed from sizes "
+                f"known only at run time; {FIX_SIZES}")
         if v.data is None:
             raise ConstantRequiredError(
-                f"{self.where}: input {i} ({what}) must be a constant known at import time "
+                f"{self.where}: input {i} ({what}) must be known when the model is compiled "
                 f"(an initializer, a Constant, or computed from shapes), but "
-                f"'{self.node.input[i]}' is only known at run time", self.node.input[i])
+                f"'{self.node.input[i]}' {self._runtime_origin(v)}", self.node.input[i])
         return v.data
+
+    def dims(self, i: int, what: str) -> list[Dim]:
+        """Input ``i`` as a list of dims (a target shape, slice bounds): a constant, or a
+        shape value whose entries may be symbolic sizes."""
+        v = self.input(i)
+        values = self.state.shape_values.get(v.uid)
+        if values is None:
+            return [int(d) for d in np.asarray(self.constant(i, what)).reshape(-1)]
+        if not all(isinstance(d, int | Sym) and not isinstance(d, bool)
+                   for d in values.reshape(-1)):
+            raise self.error(f"input {i} ({what}) must hold integers, got "
+                             f"{entries_text(values)}")
+        return list(values.reshape(-1))
+
+    def optional_dims(self, i: int, what: str) -> list[Dim] | None:
+        return None if self.optional_input(i) is None else self.dims(i, what)
+
+    def _runtime_origin(self, v: Value) -> str:
+        """Why ``v`` is known only at run time: the graph inputs whose values it is
+        computed from, found by walking its producers."""
+        graph_inputs = {x.uid: x.name for x in self.state.builder.inputs}
+        if v.uid in graph_inputs:
+            return "is a graph input, whose values are known only at run time"
+        found: dict[int, str] = {}
+        seen: set[int] = set()
+        todo = [v]
+        while todo:
+            x = todo.pop()
+            if x.uid in seen:
+                continue
+            seen.add(x.uid)
+            if x.uid in graph_inputs:
+                found[x.uid] = graph_inputs[x.uid]
+            elif x.producer is not None:
+                todo += x.producer.inputs
+        if not found:
+            return "is only known at run time"
+        names = sorted(found.values())
+        listed = ", ".join(f"'{n}'" for n in names)
+        return (f"is computed at run time from the values of graph input"
+                f"{'s' if len(names) > 1 else ''} {listed}")
 
     def optional_constant(self, i: int, what: str) -> np.ndarray | None:
         return None if self.optional_input(i) is None else self.constant(i, what)
@@ -149,7 +206,7 @@ class NodeContext:
         """A ModelError naming this node; ``raise ctx.error(...)``."""
         return ModelError(f"{self.where}: {message}")
 
-    def check_constant(self, shape: Sequence[int], dtype: str, what: str) -> None:
+    def check_constant(self, shape: Sequence[Dim], dtype: str, what: str) -> None:
         """Refuse, before it is built, a constant over :data:`MAX_CONSTANT_BYTES`."""
         size = math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize
         if size > MAX_CONSTANT_BYTES:
@@ -182,6 +239,8 @@ class NodeContext:
             folded = self._fold(op, inputs, attrs)
             if folded is not None:
                 return folded
+        if any(v.uid in self.state.shape_values for v in inputs):
+            return self._fold_shape_values(op, inputs, attrs)
         outs = self.state.builder.add(
             op, inputs, attrs, name=f"{self.name}/{op}",
             out_names=[self.state.fresh(f"{self._base}_{op}")], where=self.where)
@@ -196,17 +255,72 @@ class NodeContext:
                for v in inputs):
             return None
         opdef = get_op(op)
-        try:
-            types = opdef.infer([TensorType(v.shape, v.dtype) for v in inputs], attrs)
-        except ShapeError as e:
-            shapes = ", ".join(f"{v.dtype}{list(v.shape)}" for v in inputs)
-            raise ShapeError(f"{self.where}: {e} (inputs {shapes})") from None
-        if any(math.prod(t.shape) > FOLD_LIMIT for t in types):
-            return None
+        types = self._infer(op, inputs, attrs)
+        if any(not is_static(t.shape) or math.prod(t.shape) > FOLD_LIMIT for t in types):
+            return None  # large, or of a symbolic size (an expand to a run-time shape)
         with np.errstate(all="ignore"):
             results = opdef.reference([v.data for v in inputs], attrs)  # type: ignore[misc]
         return [self.const(np.asarray(r).astype(t.dtype, copy=False).reshape(t.shape),
                            hint=op) for r, t in zip(results, types)]
+
+    def _fold_shape_values(self, op: str, inputs: list[Value], attrs: dict[str, Any]
+                           ) -> list[Value]:
+        """Fold ``op`` on shape values and small constants (:mod:`.shape_values`); an
+        output without symbols becomes a plain constant again. A shape value cannot
+        become run-time data (no graph op reads a size), so anything else is an error."""
+        shape_value = next(v for v in inputs if v.uid in self.state.shape_values)
+        entries = [self._entries(v) for v in inputs]
+        types = self._infer(op, inputs, attrs)
+        results = None
+        if all(e is not None for e in entries):
+            try:
+                results = shape_values.evaluate(op, entries, attrs, types)  # type: ignore[arg-type]
+            except TypeError as e:  # arithmetic a size does not take (a float factor)
+                raise SymbolicDimError(
+                    f"{self.where}: {op} of {self._shape_value_text(shape_value)} cannot be "
+                    f"computed when the model is compiled ({e}); {FIX_SIZES}") from None
+            except SymbolicDimError as e:
+                raise SymbolicDimError(f"{self.where}: {e}; {FIX_SIZES}") from None
+        if results is None:
+            raise SymbolicDimError(
+                f"{self.where}: {self._shape_value_text(shape_value)} is used as run-time "
+                f"data of {op}; sizes known only at run time enter only the shape "
+                f"arithmetic done when the model is compiled "
+                f"({', '.join(shape_values.FOLDED_OPS)}), since no graph op reads a size at "
+                f"run time; {FIX_SIZES}")
+        return [self.shape_value(r, t.dtype, hint=op) for r, t in zip(results, types)]
+
+    def shape_value(self, entries: np.ndarray, dtype: str, hint: str = "dims") -> Value:
+        """A value of ``entries`` (an object array of ints, bools, floats and dims): a
+        plain constant when no entry is symbolic, else a shape value."""
+        if not shape_values.has_symbols(entries):
+            return self.const(entries.astype(dtype), hint=hint)
+        v = Value(self.state.fresh(f"{self._base}_{hint}"),
+                  tuple(int(d) for d in entries.shape), dtype)
+        self.state.shape_values[v.uid] = entries
+        self.created[v.uid] = v
+        return v
+
+    def _entries(self, v: Value) -> np.ndarray | None:
+        values = self.state.shape_values.get(v.uid)
+        if values is not None:
+            return values
+        if v.data is not None and v.data.size <= FOLD_LIMIT:
+            return v.data.astype(object)
+        return None
+
+    def _shape_value_text(self, v: Value) -> str:
+        onnx_name = next((n for n, x in zip(self.node.input, self.inputs)
+                          if x is not None and x.uid == v.uid), v.name)
+        return (f"'{onnx_name}' ({entries_text(self.state.shape_values[v.uid])}, "
+                "computed from sizes known only at run time)")
+
+    def _infer(self, op: str, inputs: list[Value], attrs: dict[str, Any]) -> list[TensorType]:
+        try:
+            return get_op(op).infer([TensorType(v.shape, v.dtype) for v in inputs], attrs)
+        except ShapeError as e:  # the same class: a SymbolicDimError stays one
+            shapes = ", ".join(f"{v.dtype}{shape_text(v.shape)}" for v in inputs)
+            raise type(e)(f"{self.where}: {e} (inputs {shapes})") from None
 
     # -- after the converter ----------------------------------------------------------
     def finish_names(self, outputs: Sequence[Value | None]) -> None:
@@ -228,3 +342,14 @@ class NodeContext:
             out.name = name
             if out.uid in producers:
                 producers[out.uid].name = self.name if len(outputs) == 1 else f"{self.name}:{i}"
+
+
+FIX_SIZES = ("fix the sizes with --input-shape or --dim (from_onnx(shapes=...) or "
+             "from_onnx(dims=...))")
+
+
+def entries_text(values: np.ndarray) -> str:
+    """A shape value as text: ``[batch, seq*4]``, or ``batch`` for a 0-d one."""
+    if values.ndim == 0:
+        return str(values.item())
+    return shape_text(list(values.reshape(-1)))

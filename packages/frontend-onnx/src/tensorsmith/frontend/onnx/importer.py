@@ -17,30 +17,40 @@ from onnx import numpy_helper
 
 from tensorsmith.ir.errors import ModelError, UnsupportedOpError
 from tensorsmith.ir.graph import Graph, Value
+from tensorsmith.ir.symbolic import SymbolicDimError
 from tensorsmith.runtime.errors import TensorsmithError
 
 from . import inputs as input_shapes
 from . import loader
 from .attributes import node_attributes
-from .context import ImportState, NodeContext, constant_value
+from .context import FIX_SIZES, ImportState, NodeContext, constant_value, entries_text
 from .dtypes import NUMPY_TO_ONNX, ONNX_TO_NUMPY, check_numpy_dtype, onnx_type_name
 from .registry import canonical_domain, lookup, qualified
 
 
 def from_onnx(model: onnx.ModelProto | str | os.PathLike[str],
-              shape: Mapping[str, Sequence[int]] | None = None
+              shape: Mapping[str, Sequence[int]] | None = None, *,
+              shapes: Mapping[str, Sequence[int]] | None = None,
+              dims: Mapping[str, int] | None = None, static: bool = False
               ) -> tuple[Graph, dict[str, np.ndarray]]:
-    """Import ``model``; ``shape`` gives sizes for inputs with symbolic dimensions.
+    """Import ``model``. Its symbolic dimensions stay symbolic (see :mod:`.inputs`) unless
+    fixed: ``shape`` (or ``shapes``, the same) gives whole shapes by input name, ``dims``
+    sizes by dimension name (``{"batch": 8}``). ``static=True`` refuses, in one error that
+    says what to give, to leave any input size symbolic: for callers whose targets need
+    static shapes.
 
     Returns the graph and ``params``: the initializers by name, the very arrays the
     graph's constants hold.
     """
+    if shape is not None and shapes is not None:
+        raise TypeError("from_onnx() takes the input shapes once: as shape or as shapes")
     proto, source = loader.load(model)
     loader.check(proto, source)
     check_graph(proto.graph, source)
     opsets = loader.opsets(proto, source)
     check_supported(proto.graph, opsets, source)
-    return _GraphImporter(proto.graph, opsets, source).run(shape)
+    given = shape if shape is not None else shapes
+    return _GraphImporter(proto.graph, opsets, source).run(given, dims, static)
 
 
 def check_graph(graph: onnx.GraphProto, source: str) -> None:
@@ -113,11 +123,13 @@ class _GraphImporter:
         self.state = ImportState(graph.name, _names(graph))
         self.state.inline = self._inline
 
-    def run(self, shape: Mapping[str, Sequence[int]] | None) -> tuple[Graph, dict[str, np.ndarray]]:
+    def run(self, shape: Mapping[str, Sequence[int]] | None, dims: Mapping[str, int] | None,
+            static: bool) -> tuple[Graph, dict[str, np.ndarray]]:
         params = self._initializers()
         runtime_inputs = [vi for vi in self.graph.input if vi.name not in params]
-        for name, static, dtype in input_shapes.resolve(runtime_inputs, shape, self.source):
-            self.state.env[name] = self.state.builder.input(name, static, dtype)
+        for name, dims_of, dtype in input_shapes.resolve(runtime_inputs, shape, self.source,
+                                                         dims, static):
+            self.state.env[name] = self.state.builder.input(name, dims_of, dtype)
         for index, node in enumerate(self.graph.node):
             self._convert(index, node)
         outputs = [self._output(vi) for vi in self.graph.output]
@@ -153,6 +165,10 @@ class _GraphImporter:
         ctx = NodeContext(self.state, node, index, opset, node_attributes(node))
         try:
             result = conv.fn(ctx)
+        except SymbolicDimError as e:  # int(size) or a comparison deep in a converter
+            if str(e).startswith(ctx.where):
+                raise
+            raise SymbolicDimError(f"{ctx.where}: {e}") from None
         except TensorsmithError:
             raise
         except Exception as e:  # a converter bug: still say which node it was
@@ -192,6 +208,11 @@ class _GraphImporter:
             raise ModelError(f"{self.source}: graph output '{name}' is declared "
                              f"{onnx_type_name(declared)}, but the model computes it as "
                              f"{onnx_type_name(NUMPY_TO_ONNX[v.dtype])} ({v.dtype})")
+        if v.uid in self.state.shape_values:
+            raise SymbolicDimError(
+                f"{self.source}: graph output '{name}' is "
+                f"{entries_text(self.state.shape_values[v.uid])}, computed from sizes known "
+                f"only at run time, which no graph op returns; {FIX_SIZES}")
         if v.name == name:  # includes an input returned as is: build copies those
             return v
         return self.state.builder.add("copy", [v], {}, name=name, out_names=[name],

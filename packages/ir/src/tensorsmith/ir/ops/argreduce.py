@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import te
-from ..op_registry import Attrs, Pattern, TensorType, check, register
+from ..op_registry import Attrs, Pattern, TensorType, check, check_dim, register
 from ..te.expr import Expr, const, select
 
 
@@ -26,7 +26,7 @@ def _infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     x = inputs[0]
     check(len(x.shape) > 0, "arg-reduce takes a tensor of rank >= 1, got a scalar")
     axis = _axis(attrs, len(x.shape))
-    check(x.shape[axis] > 0, f"arg-reduce over the empty axis {axis}")
+    check_dim(x.shape[axis], ">", 0, f"arg-reduce over the empty axis {axis}")
     keep = attrs.get("keepdims", True)
     shape = tuple(1 if d == axis else n for d, n in enumerate(x.shape) if keep or d != axis)
     return [TensorType(shape, "int64")]

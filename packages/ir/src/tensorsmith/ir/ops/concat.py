@@ -8,12 +8,14 @@ does not take stay in memory on targets that evaluate both branches.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
 
 from .. import te
-from ..op_registry import Attrs, Pattern, TensorType, check, register
+from ..op_registry import Attrs, Pattern, TensorType, check, register, shapes_text
+from ..symbolic import Dim
 from ..te.expr import Expr, const, maximum, minimum, select
 
 
@@ -27,14 +29,14 @@ def _infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     first = inputs[0]
     check(len(first.shape) > 0, "concat takes tensors of rank >= 1, got a scalar")
     axis = _axis(attrs, len(first.shape))
-    total = 0
+    total: Dim = 0
     for t in inputs:
         check(t.dtype == first.dtype, f"concat inputs have different dtypes {first.dtype} "
               f"and {t.dtype}")
         check(len(t.shape) == len(first.shape) and all(
             a == b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != axis),
-            f"concat inputs {[list(i.shape) for i in inputs]} differ outside axis {axis}")
-        total += t.shape[axis]
+            f"concat inputs {shapes_text(i.shape for i in inputs)} differ outside axis {axis}")
+        total += t.shape[axis]  # symbolic sizes add: seq + 1 after a class token
     shape = tuple(total if d == axis else n for d, n in enumerate(first.shape))
     return [TensorType(shape, first.dtype)]
 
@@ -46,8 +48,8 @@ def _reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
 def _compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: str
              ) -> list[te.Tensor]:
     axis = int(attrs["axis"]) % inputs[0].ndim
-    parts = [t for t in inputs if t.shape[axis] > 0]
-    offsets = [int(o) for o in np.cumsum([0] + [t.shape[axis] for t in parts])]
+    parts = [t for t in inputs if t.shape[axis] != 0]  # (a symbolic size is at least 1)
+    offsets = list(itertools.accumulate((t.shape[axis] for t in parts), initial=0))
     if not parts:  # every input is empty along the axis: so is the output
         return [te.compute(out[0].shape, lambda *i: inputs[0][tuple(i)], name=tag,
                            tag="concat")]

@@ -18,14 +18,36 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import te
-from ..op_registry import Attrs, Pattern, TensorType, check, register
+from ..op_registry import Attrs, Pattern, TensorType, check, check_dim, register
+from ..symbolic import Dim, SymbolicDimError, dim_max, dim_min, is_static, shape_text, static_dim
 from ..te.expr import Expr, const, select
 
 
-def _out_size(n: int, k: int, stride: int, pad0: int, pad1: int, dil: int, ceil: bool = False
-              ) -> int:
+def _out_size(n: Dim, k: int, stride: int, pad0: int, pad1: int, dil: int, ceil: bool = False
+              ) -> Dim:
+    """Windows along an axis of ``n``; a symbolic ``n`` with a stride gives a floordiv
+    (``(h - 1)//2 + 1``), whose ceiling is written as a floor so that it prints so."""
     span = n + pad0 + pad1 - dil * (k - 1) - 1
-    return (-(-span // stride) if ceil else span // stride) + 1
+    if ceil:
+        return (-(-span // stride) if isinstance(span, int) else (span + stride - 1) // stride) + 1
+    return span // stride + 1
+
+
+def _ceil_mode_size(o: Dim, n: Dim, stride: int, pad0: int) -> Dim:
+    """``o`` windows of ceil mode less the last one where it starts past the input and
+    its left padding (ONNX's rule). Where only the run-time size can tell, the count is
+    that of the windows that start inside: at most one fewer, ``min(o, (n + pad0 -
+    1)//stride + 1)``."""
+    try:
+        return o - 1 if (o - 1) * stride >= n + pad0 else o
+    except SymbolicDimError:
+        return dim_min(o, (n + pad0 - 1) // stride + 1)
+
+
+def _static_weight(w: TensorType) -> tuple[int, ...]:
+    """The weight's shape, which must be static: it gives the window and the channels."""
+    return tuple(static_dim(d, f"the conv2d weight's {'OIHW'[i]} dim (of {shape_text(w.shape)})")
+                 for i, d in enumerate(w.shape))
 
 
 def _geometry(attrs: Attrs, kh: int, kw: int) -> tuple[list[int], list[int], list[int]]:
@@ -77,23 +99,28 @@ def _conv_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     block = attrs.get("block", 0)
     if block:
         check(len(inputs[0].shape) in (4, 5), "a blocked conv2d takes an NCHW or "
-              f"[N, C/b, H, W, b] input, got {list(inputs[0].shape)}")
-        check(inputs[1].shape[0] % block == 0,
+              f"[N, C/b, H, W, b] input, got {shape_text(inputs[0].shape)}")
+        check(_static_weight(inputs[1])[0] % block == 0,
               f"{inputs[1].shape[0]} output channels are not blocks of {block}")
         n, o, oh, ow = _conv_infer([_plain(inputs[0]), inputs[1]], _unblocked(attrs))[0].shape
         return [TensorType((n, o // block, oh, ow, block), inputs[0].dtype)]
     x, w = inputs[0], inputs[1]
-    check(len(x.shape) == 4 and len(w.shape) == 4,
-          f"conv2d takes NCHW input and OIHW weight, got {list(x.shape)}, {list(w.shape)}")
+    check(len(x.shape) == 4 and len(w.shape) == 4, f"conv2d takes NCHW input and OIHW "
+          f"weight, got {shape_text(x.shape)}, {shape_text(w.shape)}")
+    o, cg, kh, kw = _static_weight(w)
     groups = attrs.get("groups", 1)
-    check(x.shape[1] == w.shape[1] * groups,
-          f"input has {x.shape[1]} channels but weight expects {w.shape[1]} x {groups} groups")
-    check(w.shape[0] % groups == 0, f"{w.shape[0]} output channels not divisible by {groups}")
-    strides, pads, dil = _geometry(attrs, w.shape[2], w.shape[3])
-    oh = _out_size(x.shape[2], w.shape[2], strides[0], pads[0], pads[2], dil[0])
-    ow = _out_size(x.shape[3], w.shape[3], strides[1], pads[1], pads[3], dil[1])
-    check(oh > 0 and ow > 0, f"kernel larger than the padded input ({oh}x{ow} output)")
-    return [TensorType((x.shape[0], w.shape[0], oh, ow), x.dtype)]
+    check_dim(x.shape[1], "==", cg * groups,
+              f"input has {x.shape[1]} channels but weight expects {cg} x {groups} groups")
+    check(o % groups == 0, f"{o} output channels not divisible by {groups}")
+    strides, pads, dil = _geometry(attrs, kh, kw)
+    oh = _out_size(x.shape[2], kh, strides[0], pads[0], pads[2], dil[0])
+    ow = _out_size(x.shape[3], kw, strides[1], pads[1], pads[3], dil[1])
+    # a symbolic image too small for the window is refused: no run-time check follows
+    for size in (oh, ow):
+        check_dim(size, ">", 0, f"kernel larger than the padded input ({oh}x{ow} output)"
+                  if is_static((oh, ow)) else f"the {kh}x{kw} kernel may be larger than the "
+                  f"padded input ({oh} by {ow} output)")
+    return [TensorType((x.shape[0], o, oh, ow), x.dtype)]
 
 
 def _unblocked(attrs: Attrs) -> Attrs:
@@ -203,17 +230,19 @@ register("conv2d", Pattern.OUT_ELEMWISE_FUSABLE, _conv_infer, _conv_reference, _
 def _pool_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     x = inputs[0]
     check(len(x.shape) in (4, 5), f"pool2d takes an NCHW or [N, C/b, H, W, b] input, got "
-          f"{list(x.shape)}")
+          f"{shape_text(x.shape)}")
     kh, kw = attrs["kernel"]
     strides, pads, dil = _geometry(attrs, kh, kw)
     ceil = bool(attrs.get("ceil_mode", False))
     oh = _out_size(x.shape[2], kh, strides[0], pads[0], pads[2], dil[0], ceil)
     ow = _out_size(x.shape[3], kw, strides[1], pads[1], pads[3], dil[1], ceil)
     if ceil:  # the last window must start inside the input or left padding
-        if (oh - 1) * strides[0] >= x.shape[2] + pads[0]:
-            oh -= 1
-        if (ow - 1) * strides[1] >= x.shape[3] + pads[1]:
-            ow -= 1
+        oh = _ceil_mode_size(oh, x.shape[2], strides[0], pads[0])
+        ow = _ceil_mode_size(ow, x.shape[3], strides[1], pads[1])
+    if not is_static((oh, ow)):  # as for conv2d: no run-time check would catch it
+        for size in (oh, ow):
+            check_dim(size, ">", 0, f"the {kh}x{kw} window may be larger than the padded "
+                      f"input ({oh} by {ow} output)")
     return [TensorType((x.shape[0], x.shape[1], oh, ow, *x.shape[4:]), x.dtype)]
 
 
@@ -271,8 +300,9 @@ def _pool_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], 
     oh, ow = out[0].shape[2:4]
     is_max = attrs["mode"] == "max"
     # Pad far enough for ceil-mode windows that run past the bottom/right edge.
-    extra_b = max(0, (oh - 1) * strides[0] + dil[0] * (kh - 1) + 1 - (h + pads[0] + pads[2]))
-    extra_r = max(0, (ow - 1) * strides[1] + dil[1] * (kw - 1) + 1 - (w + pads[1] + pads[3]))
+    # (dim_max: for a symbolic image, max(0, ...) evaluated at run time)
+    extra_b = dim_max(0, (oh - 1) * strides[0] + dil[0] * (kh - 1) + 1 - (h + pads[0] + pads[2]))
+    extra_r = dim_max(0, (ow - 1) * strides[1] + dil[1] * (kw - 1) + 1 - (w + pads[1] + pads[3]))
     full = [pads[0], pads[1], pads[2] + extra_b, pads[3] + extra_r]
     xp = pad_stage(x, full, float("-inf") if is_max else 0.0, tag)
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")

@@ -8,17 +8,20 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import te
-from ..op_registry import Attrs, Pattern, TensorType, check, register
+from ..op_registry import Attrs, Pattern, TensorType, attr_dims, check, register
+from ..symbolic import shape_text
 from .broadcast import broadcast_index
 
 
 def _infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
+    """The target may hold symbolic dims; a dim of ``x`` fits one only by being 1 or the
+    same expression (``batch`` does not fit a target's 4: that holds for one batch)."""
     x = inputs[0]
-    shape = tuple(int(d) for d in attrs["shape"])
+    shape = attr_dims(attrs["shape"], "expand's target shape")
     fits = len(shape) >= len(x.shape) and all(
-        n in (1, m) for n, m in zip(reversed(x.shape), reversed(shape)))
-    check(fits, f"cannot expand {list(x.shape)} to {list(shape)} (each dim must be 1 or "
-          "equal to the target's)")
+        n == 1 or n == m for n, m in zip(reversed(x.shape), reversed(shape)))
+    check(fits, f"cannot expand {shape_text(x.shape)} to {shape_text(shape)} (each dim must "
+          "be 1 or equal to the target's)")
     return [TensorType(shape, x.dtype)]
 
 

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import te
-from ..op_registry import Attrs, Pattern, TensorType, check, register
+from ..op_registry import Attrs, Pattern, TensorType, check, check_dim, register
+from ..symbolic import shape_text, static_dim
 from ..te.expr import Expr, cast, const, maximum, minimum, select
 
 
@@ -70,11 +71,13 @@ def _wrap(raw: Expr, n: int) -> Expr:
 def _elements_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     data, indices = inputs
     check(len(data.shape) == len(indices.shape) > 0,
-          f"gather_elements takes data and indices of one rank >= 1, got {list(data.shape)} "
-          f"and {list(indices.shape)}")
+          f"gather_elements takes data and indices of one rank >= 1, got "
+          f"{shape_text(data.shape)} and {shape_text(indices.shape)}")
     axis = _axis(attrs, len(data.shape))
-    check(all(k <= n for d, (k, n) in enumerate(zip(indices.shape, data.shape)) if d != axis),
-          f"gather_elements indices {list(indices.shape)} exceed the data {list(data.shape)}")
+    for d, (k, n) in enumerate(zip(indices.shape, data.shape)):
+        if d != axis:
+            check_dim(k, "<=", n, f"gather_elements indices {shape_text(indices.shape)} "
+                      f"exceed the data {shape_text(data.shape)}")
     check(indices.dtype in ("int64", "int32"), f"indices must be int64 or int32, got "
           f"{indices.dtype}")
     return [TensorType(indices.shape, data.dtype)]
@@ -114,11 +117,11 @@ def _nd_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     b = int(attrs.get("batch_dims", 0))
     check(len(indices.shape) >= 1 and indices.dtype in ("int64", "int32"),
           f"gather_nd indices must be int64/int32 of rank >= 1, got {indices.dtype}"
-          f"{list(indices.shape)}")
-    k = indices.shape[-1]
+          f"{shape_text(indices.shape)}")
+    k = static_dim(indices.shape[-1], "gather_nd's index depth (the indices' last dim)")
     check(b + k <= len(data.shape) and data.shape[:b] == indices.shape[:b],
-          f"gather_nd: indices {list(indices.shape)} (batch_dims {b}) do not fit data "
-          f"{list(data.shape)}")
+          f"gather_nd: indices {shape_text(indices.shape)} (batch_dims {b}) do not fit data "
+          f"{shape_text(data.shape)}")
     return [TensorType((*indices.shape[:-1], *data.shape[b + k:]), data.dtype)]
 
 

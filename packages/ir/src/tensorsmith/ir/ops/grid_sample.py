@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import te
 from ..op_registry import Attrs, Pattern, TensorType, check, register
+from ..symbolic import shape_text, static_dim
 from ..te.expr import Expr, call, cast, const, maximum, minimum, select
 
 MODES = ("nearest", "linear", "cubic")
@@ -33,7 +34,7 @@ def _infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     check(1 <= d <= 3 and len(grid.shape) == d + 2 and grid.shape[-1] == d
           and grid.shape[0] == x.shape[0],
           f"grid_sample takes [N, C, *spatial] data and an [N, *out, {max(d, 1)}] grid, got "
-          f"{list(x.shape)} and {list(grid.shape)}")
+          f"{shape_text(x.shape)} and {shape_text(grid.shape)}")
     check(attrs.get("mode", "linear") in MODES and attrs.get("padding_mode", "zeros") in PADDING,
           f"grid_sample mode {attrs.get('mode')!r} / padding {attrs.get('padding_mode')!r}")
     check(x.dtype.startswith("float") and grid.dtype == x.dtype,
@@ -142,7 +143,8 @@ def _compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: 
     x, grid = inputs
     mode, padding = attrs.get("mode", "linear"), attrs.get("padding_mode", "zeros")
     align = bool(attrs.get("align_corners", 0))
-    dims = x.shape[2:]
+    # (the image's size sets constants of the coordinate arithmetic: it must be static)
+    dims = [static_dim(d, "grid_sample's input image size") for d in x.shape[2:]]
     nd = len(dims)
     f = "float32" if x.dtype == "float16" else x.dtype
 

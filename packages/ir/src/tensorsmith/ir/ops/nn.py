@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import te
-from ..op_registry import Attrs, Pattern, TensorType, check, register
+from ..op_registry import Attrs, Pattern, TensorType, check, check_dim, register
+from ..symbolic import shape_text
 from ..te.expr import Expr, const
 from .broadcast import broadcast_index, broadcast_shapes
 
@@ -17,9 +18,10 @@ def _matmul_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType
     check(a.dtype == b.dtype, f"inputs have different dtypes {a.dtype} and {b.dtype}")
     check(len(a.shape) >= 2 and len(b.shape) >= 2,
           f"matmul takes inputs of rank >= 2 (the importer expands 1-D ones), got "
-          f"{list(a.shape)} and {list(b.shape)}")
-    check(a.shape[-1] == b.shape[-2], f"matmul inner dimensions differ: {list(a.shape)} x "
-          f"{list(b.shape)} (A's last dim {a.shape[-1]} != B's second-to-last {b.shape[-2]})")
+          f"{shape_text(a.shape)} and {shape_text(b.shape)}")
+    check_dim(a.shape[-1], "==", b.shape[-2],
+              f"matmul inner dimensions differ: {shape_text(a.shape)} x {shape_text(b.shape)} "
+              f"(A's last dim {a.shape[-1]} != B's second-to-last {b.shape[-2]})")
     batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
     return [TensorType((*batch, a.shape[-2], b.shape[-1]), a.dtype)]
 

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import te
-from ..op_registry import Attrs, Pattern, TensorType, check, register
+from ..op_registry import Attrs, Pattern, TensorType, attr_dim, check, check_dim, register
+from ..symbolic import static_dim
 from ..te.expr import Expr, const, maximum, minimum, select
 
 MODES = ("constant", "edge", "reflect", "wrap")
@@ -24,15 +25,21 @@ def _infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     check(len(before) == len(after) == len(x.shape),
           f"pad needs one before/after per axis of rank {len(x.shape)}, got {list(before)}, "
           f"{list(after)}")
+    # the amounts must be static (a symbolic axis may be padded by them): the compute
+    # places the input at a fixed offset
+    before = [static_dim(attr_dim(p, f"pad before axis {d}"), f"pad's amount before axis {d}")
+              for d, p in enumerate(before)]
+    after = [static_dim(attr_dim(p, f"pad after axis {d}"), f"pad's amount after axis {d}")
+             for d, p in enumerate(after)]
     check(all(p >= 0 for p in (*before, *after)), f"pad amounts must be >= 0, got "
           f"{list(before)}, {list(after)}")
     check(mode in MODES, f"pad mode {mode!r} is not one of {', '.join(MODES)}")
     for d, (b, a, n) in enumerate(zip(before, after, x.shape)):
         if mode != "constant" and (b or a):
-            check(n > 0, f"{mode} padding of the empty axis {d}")
+            check_dim(n, ">", 0, f"{mode} padding of the empty axis {d}")
         if mode == "reflect":
-            check(max(b, a) < n, f"reflect padding {max(b, a)} on axis {d} needs the axis "
-                  f"longer than it, it has {n}")
+            check_dim(max(b, a), "<", n, f"reflect padding {max(b, a)} on axis {d} needs "
+                      f"the axis longer than it, it has {n}")
     shape = tuple(n + b + a for n, b, a in zip(x.shape, before, after))
     return [TensorType(shape, x.dtype)]
 
@@ -75,7 +82,7 @@ def _compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: 
     mode = attrs.get("mode", "constant")
     before = attrs["before"]
     value = _fill(attrs.get("value", 0), x.dtype)
-    if x.shape and min(x.shape) == 0:  # nothing to read: all padding
+    if any(d == 0 for d in x.shape):  # nothing to read: all padding
         return [te.compute(out[0].shape, lambda *i: value, name=tag, tag="pad")]
 
     def element(*idx: Expr) -> Expr:

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import te
 from ..op_registry import Attrs, Pattern, TensorType, check, register
+from ..symbolic import Sym, math_prod
 from ..te.expr import Expr, const
 
 
@@ -58,7 +59,7 @@ def _make(name: str, combiner: str) -> None:
         axes = _axes(attrs, x.ndim)
         keep = attrs.get("keepdims", True)
         ks = {d: te.reduce_axis(x.shape[d], f"k{d}") for d in axes}
-        count = int(np.prod([x.shape[d] for d in axes]))
+        count = math_prod(x.shape[d] for d in axes)  # a Sym where an axis is symbolic
 
         def element(*idx: Expr) -> Expr:
             it = iter(idx)
@@ -76,7 +77,8 @@ def _make(name: str, combiner: str) -> None:
         red = te.compute(out[0].shape, element, name=tag + ("_sum" if name == "reduce_mean"
                                                               else ""), tag=name)
         if name == "reduce_mean":
-            return [te.compute(out[0].shape, lambda *i: red[i] / const(float(count), x.dtype),
+            total = const(count if isinstance(count, Sym) else float(count), x.dtype)
+            return [te.compute(out[0].shape, lambda *i: red[i] / total,
                                name=tag, tag="mean")]
         return [red]
 

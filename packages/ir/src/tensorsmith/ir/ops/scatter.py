@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import te
 from ..op_registry import Attrs, Pattern, TensorType, check, register
+from ..symbolic import math_prod, shape_text, static_dim
 from ..te.expr import Expr, cast, const, maximum, minimum, select
 from .transform import ravel, unravel
 
@@ -85,8 +86,9 @@ def _axis(attrs: Attrs, ndim: int) -> int:
 def _elements_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     data, indices, updates = inputs
     check(len(data.shape) == len(indices.shape) > 0 and indices.shape == updates.shape,
-          f"scatter_elements: data {list(data.shape)}, indices {list(indices.shape)} and "
-          f"updates {list(updates.shape)} must have one rank, indices and updates one shape")
+          f"scatter_elements: data {shape_text(data.shape)}, indices "
+          f"{shape_text(indices.shape)} and updates {shape_text(updates.shape)} must have one "
+          "rank, indices and updates one shape")
     check(data.dtype == updates.dtype, f"updates are {updates.dtype}, data {data.dtype}")
     check(attrs.get("reduction", "none") in REDUCTIONS, "unknown scatter reduction "
           f"{attrs.get('reduction')!r}")
@@ -166,10 +168,10 @@ register("scatter_elements", Pattern.OPAQUE, _elements_infer, _elements_referenc
 def _nd_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     data, indices, updates = inputs
     check(len(indices.shape) >= 1, "scatter_nd indices need rank >= 1")
-    k = indices.shape[-1]
+    k = static_dim(indices.shape[-1], "scatter_nd's index depth (the indices' last dim)")
     check(k <= len(data.shape) and updates.shape == (*indices.shape[:-1], *data.shape[k:]),
-          f"scatter_nd: updates {list(updates.shape)} must be indices.shape[:-1] + "
-          f"data.shape[{k}:] = {[*indices.shape[:-1], *data.shape[k:]]}")
+          f"scatter_nd: updates {shape_text(updates.shape)} must be indices.shape[:-1] + "
+          f"data.shape[{k}:] = {shape_text([*indices.shape[:-1], *data.shape[k:]])}")
     check(data.dtype == updates.dtype, f"updates are {updates.dtype}, data {data.dtype}")
     check(attrs.get("reduction", "none") in REDUCTIONS, "unknown scatter reduction "
           f"{attrs.get('reduction')!r}")
@@ -210,7 +212,7 @@ def _nd_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], ta
 
         def element(*p: Expr) -> Expr:
             j = which[p]
-            u = unravel(_clamp(j, int(np.prod(lead))), lead)
+            u = unravel(_clamp(j, math_prod(lead)), lead)
             return select(j >= const(0), updates[(*u, *p[k:])], data[p])
 
         return [te.compute(data.shape, element, name=tag, tag="scatter_nd")]

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import te
-from ..op_registry import Attrs, Pattern, TensorType, check, register
+from ..op_registry import Attrs, Pattern, TensorType, attr_dim, check, check_dim, register
+from ..symbolic import static_dim
 from ..te.expr import Expr, const, select
 
 
@@ -27,8 +28,9 @@ def _infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     x = inputs[0]
     check(len(x.shape) > 0, "topk needs a tensor of rank >= 1")
     axis = _axis(attrs, len(x.shape))
-    k = int(attrs["k"])
-    check(0 <= k <= x.shape[axis], f"topk k={k} for an axis of {x.shape[axis]}")
+    k = static_dim(attr_dim(attrs["k"], "topk's k"), "topk's k")
+    check(k >= 0, f"topk k={k} for an axis of {x.shape[axis]}")
+    check_dim(k, "<=", x.shape[axis], f"topk k={k} for an axis of {x.shape[axis]}")
     shape = tuple(k if d == axis else n for d, n in enumerate(x.shape))
     return [TensorType(shape, x.dtype), TensorType(shape, "int64")]
 

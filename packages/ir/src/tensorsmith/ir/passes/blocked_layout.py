@@ -12,6 +12,12 @@ ops that do not care about it (elementwise ops, per-channel broadcasts, pooling 
 spatial reductions, Concat of channels) and converts back only where a value meets an op
 that needs NCHW or leaves the graph: the layout transforms stay at the edges. Weights and
 per-channel constants are stored blocked by the build (no transform runs for them).
+
+A batch known only at run time changes none of this: the layout reorders channels only,
+so a value with a symbolic batch (or image size) is blocked like a static one, and its
+kernels are the static ones with a loop over the images (schedules/cpu_dynamic.py). What
+cannot be blocked is a value whose channels are known only at run time (a block needs
+whole blocks of them): it stays NCHW, and so do the ops that read or write it.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import numpy as np
 from ..graph import Graph, Node, Value
 from ..op_registry import Pattern, TensorType, get_op
 from ..ops.conv import block_channels
+from ..symbolic import Dim
 from .dce import eliminate_dead_code
 
 #: Channels-last to NCHW and back (ConvNeXt's LayerNorm runs channels-last): between a
@@ -47,6 +54,8 @@ def _convertible_conv(node: Node, block: int) -> bool:
         return False
     x, w = node.inputs
     if len(x.shape) != 4 or not w.is_constant or len(w.shape) != 4 or x.dtype != "float32":
+        return False
+    if not _static_channels(x) or not _static_channels(node.outputs[0]):
         return False
     groups, out_channels = node.attrs.get("groups", 1), w.shape[0]
     if groups == 1:
@@ -77,7 +86,8 @@ class _Rewriter:
                 for v in node.outputs:
                     self.plain[v.uid] = v
         outputs = [self.nchw(v) for v in self.graph.outputs]
-        return Graph(self.graph.inputs, self.nodes, outputs, self.graph.name)
+        return Graph(self.graph.inputs, self.nodes, outputs, self.graph.name,
+                     self.graph.checks, self.graph.assumptions)
 
     # -- the ops that run blocked ------------------------------------------------------
     def convert(self, node: Node) -> bool:
@@ -93,6 +103,8 @@ class _Rewriter:
         ins = node.inputs
         if not any(v.uid in self.blocked for v in ins) or len(node.outputs) != 1:
             return False
+        if not all(_static_channels(v) for v in (*ins, *node.outputs)):
+            return False  # meets run-time channels: converted back to NCHW first
         out = node.outputs[0]
         if (node.op == "transpose" and node.attrs["perm"] == TO_CHANNELS_LAST
                 and len(ins[0].shape) == 4):
@@ -184,7 +196,7 @@ class _Rewriter:
         self.plain[v.uid] = v
         return v
 
-    def reshaped(self, v: Value, shape: Sequence[int]) -> Value:
+    def reshaped(self, v: Value, shape: Sequence[Dim]) -> Value:
         if tuple(shape) == tuple(v.shape):
             return v
         if v.is_constant:
@@ -211,7 +223,14 @@ class _Rewriter:
         return out
 
 
-def _channels_last(shape: Sequence[int]) -> tuple[int, ...]:
+def _static_channels(v: Value) -> bool:
+    """Whether ``v``'s channels are known when the model is compiled: the dim that lines
+    up with NCHW's ``C`` (axis 1 of a 4-D value, axis 0 of a per-channel ``[C, 1, 1]``
+    operand). A block needs whole blocks of channels; every other dim may be symbolic."""
+    return len(v.shape) < 3 or isinstance(v.shape[len(v.shape) - 3], int)
+
+
+def _channels_last(shape: Sequence[Dim]) -> tuple[Dim, ...]:
     n, cb, h, w, b = shape
     return (n, h, w, cb, b)
 

@@ -18,6 +18,10 @@ no kernel (``fuse_ops(standalone=...)``); the memory plan (``build._make_plan``)
 gives every placed value its range inside its root's buffer. Only for targets whose
 runtime places every plan buffer by its offset in one workspace: the CPU runtime does;
 the OpenCL one gives each plan buffer its own device buffer.
+
+A Concat whose values have symbolic dims (sizes known only at run time) gets no views:
+its parts' byte offsets would be expressions of those sizes, which the plan's fixed
+offsets cannot hold, so it copies.
 """
 
 from __future__ import annotations
@@ -48,7 +52,8 @@ def concat_views(graph: Graph) -> ConcatViews:
     found = ConcatViews()
     fixed = {v.uid for v in graph.inputs} | {v.uid for v in graph.results()}
     for node in reversed(graph.nodes):
-        if node.op != "concat" or not _contiguous_parts(node):
+        if (node.op != "concat" or not all(v.is_static for v in (*node.inputs, *node.outputs))
+                or not _contiguous_parts(node)):
             continue
         out = node.outputs[0]
         offsets = _byte_offsets(node)

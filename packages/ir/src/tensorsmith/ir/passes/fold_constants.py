@@ -4,7 +4,8 @@ Uses the ops' NumPy references, so folding is exactly what the interpreter compu
 Large folded results are still folded: they are weights the kernels would otherwise
 recompute on every run (a transposed weight, say). Only a result far larger than its
 inputs (a broadcast of a scalar to a billion elements) is left to run as a kernel; see
-:func:`worth_folding`.
+:func:`worth_folding`. A node whose result has symbolic dims (a constant expanded to
+``[batch, 64]``) is not folded: its size is known only at run time.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def fold_constants(graph: Graph) -> Graph:
     for node in graph.nodes:
         node.inputs = [replaced.get(v.uid, v) for v in node.inputs]
         if (node.inputs and all(v.is_constant for v in node.inputs)
+                and all(v.is_static for v in node.outputs)
                 and worth_folding(node.inputs, node.outputs)):
             with np.errstate(all="ignore"):
                 results = get_op(node.op).reference(

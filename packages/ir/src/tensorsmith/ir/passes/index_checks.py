@@ -14,6 +14,13 @@ compile time. ``build(..., index_checks=False)`` (``--no-index-checks``) leaves 
 checks out, for a model whose indices are known good: the kernels still never touch
 memory outside their buffers, but an out-of-range index then gives an unspecified result
 (a gather clamps it to the nearest valid one, a scatter may drop its update).
+
+An axis of symbolic extent (``seq``, known only at run time) is not checked for now: the
+flag compares with constants, and no graph op yields a size at run time. Such an axis
+gets bounds no index can fail (the widest of int64) beside the checked ones of a
+GatherND or ScatterND; a node indexing only such axes gets no check, and its constant
+indices are checked only where the extent is static. Its kernel still clamps every index
+into the data.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import numpy as np
 from ..errors import ModelError
 from ..graph import Check, Graph, Node, Value
 from ..op_registry import TensorType, get_op
+from ..symbolic import Dim, shape_text
 
 #: The ops whose second input holds indices into their first: for the values True, the
 #: last axis of the indices holds coordinates into several axes of the data (GatherND,
@@ -47,14 +55,20 @@ def _message(node: Node, indices: Value, axes: list[int]) -> str:
     data = node.inputs[0]
     ranges = ", ".join(f"[{-data.shape[a]}, {data.shape[a] - 1}] for axis {a}" for a in axes)
     return (f"node '{node.name}' ({node.op}): an index in '{indices.name}' is out of range "
-            f"(ONNX allows {ranges} of '{data.name}' {data.dtype}{list(data.shape)}); check "
+            f"(ONNX allows {ranges} of '{data.name}' {data.dtype}{shape_text(data.shape)}); check "
             "the values given to the model (--no-index-checks, or build(index_checks=False), "
             "leaves this check out)")
 
 
-def _out_of_range(indices: np.ndarray, bounds: list[int]) -> bool:
-    n = np.asarray(bounds, dtype=np.int64)
+def _out_of_range(indices: np.ndarray, bounds: list[int | None]) -> bool:
+    """Whether an index lies outside its bound (None: a symbolic one, not checked)."""
+    if all(n is None for n in bounds):
+        return False
     idx = indices.astype(np.int64)
+    if len(bounds) > 1:  # coordinates along the last axis, one per bound
+        keep = [i for i, n in enumerate(bounds) if n is not None]
+        idx, bounds = idx[..., keep], [bounds[i] for i in keep]
+    n = np.asarray(bounds, dtype=np.int64)
     return bool(np.any((idx < -n) | (idx >= n)))
 
 
@@ -85,16 +99,18 @@ def add_index_checks(graph: Graph) -> Graph:
             continue
         indices = node.inputs[1]
         axes = indexed_axes(node)
-        bounds = [node.inputs[0].shape[a] for a in axes]
+        bounds = [_static(node.inputs[0].shape[a]) for a in axes]
         if indices.data is not None:
             if _out_of_range(indices.data, bounds):
                 raise ModelError(_message(node, indices, axes))
             continue
-        if 0 in indices.shape or _never_out_of_range(indices.dtype, bounds):
+        if (0 in indices.shape or all(n is None for n in bounds)
+                or _never_out_of_range(indices.dtype, bounds)):
             continue
         # flag = max(int32(indices < lowest | indices >= end)): 1 if any is out of range
         prefix = f"{node.name}_index_check"
-        if max(bounds) > np.iinfo(np.dtype(indices.dtype)).max:  # a limit the type lacks
+        if None in bounds or max(b for b in bounds if b is not None) > np.iinfo(
+                np.dtype(indices.dtype)).max:  # a limit the type lacks
             indices = add("cast", [indices], {"dtype": "int64"}, f"{prefix}_wide")
         lowest, end = _limits(indices.dtype, bounds)
         below = add("lt", [indices, Graph.constant(fresh(f"{prefix}_lowest"), lowest)], {},
@@ -109,18 +125,27 @@ def add_index_checks(graph: Graph) -> Graph:
     return graph
 
 
-def _never_out_of_range(dtype: str, bounds: list[int]) -> bool:
+def _static(n: Dim) -> int | None:
+    """An axis's extent where the flag can compare with it: None for a symbolic one."""
+    return n if isinstance(n, int) else None
+
+
+def _never_out_of_range(dtype: str, bounds: list[int | None]) -> bool:
     """Whether every value of ``dtype`` is a valid index (an int32 index into an axis of
-    more than 2**31 elements can never be out of range)."""
+    more than 2**31 elements can never be out of range; nor is one checked on an axis
+    of symbolic extent)."""
     info = np.iinfo(np.dtype(dtype))
-    return all(-n <= info.min and info.max <= n - 1 for n in bounds)
+    return all(n is None or (-n <= info.min and info.max <= n - 1) for n in bounds)
 
 
-def _limits(dtype: str, bounds: list[int]) -> tuple[np.ndarray, np.ndarray]:
+def _limits(dtype: str, bounds: list[int | None]) -> tuple[np.ndarray, np.ndarray]:
     """The lowest valid index and one past the highest, in ``dtype``: scalars for one
-    bound, vectors along the indices' last axis for several."""
-    lowest = np.asarray([-n for n in bounds], dtype=dtype)
-    end = np.asarray(bounds, dtype=dtype)
+    bound, vectors along the indices' last axis for several. A symbolic bound (None,
+    with ``dtype`` int64) gets int64's extremes: no index of an axis that fits in memory
+    reaches those, so it passes, and the maximum itself is rightly flagged."""
+    wide = np.iinfo(np.int64)
+    lowest = np.asarray([wide.min if n is None else -n for n in bounds], dtype=dtype)
+    end = np.asarray([wide.max if n is None else n for n in bounds], dtype=dtype)
     if len(bounds) == 1:
         return lowest.reshape(()), end.reshape(())
     return lowest, end

@@ -51,7 +51,7 @@ def _rewrite(graph: Graph, node: Node, consumers: dict[int, list[Node]]) -> bool
     x = node.inputs[0] if node.inputs else None
     if x is None:
         return False
-    if node.op == "reshape" and tuple(node.attrs["shape"]) == x.shape:
+    if node.op == "reshape" and node.outputs[0].shape == x.shape:
         return _drop(graph, node, x)
     if node.op == "transpose" and list(node.attrs["perm"]) == list(range(len(x.shape))):
         return _drop(graph, node, x)
@@ -61,6 +61,8 @@ def _rewrite(graph: Graph, node: Node, consumers: dict[int, list[Node]]) -> bool
     if producer is None or x.is_constant:
         return False
     if node.op == "reshape" and producer.op == "reshape" and producer in graph.nodes:
+        if not node.attrs.get("allowzero", True):  # its 0s copy dims of the input it loses
+            node.attrs = {"shape": list(node.outputs[0].shape)}
         node.inputs = [producer.inputs[0]]
         return True
     if node.op == "transpose" and producer.op == "transpose" and producer in graph.nodes:
@@ -92,8 +94,8 @@ def _fold_scale(graph: Graph, mul: Node, producer: Node, consumers: dict[int, li
         return False
     per_channel = s_full.reshape(-1)
     channels = out.shape[channel_axis]
-    if per_channel.size not in (1, channels):
-        return False
+    if not isinstance(channels, int) or per_channel.size not in (1, channels):
+        return False  # (a symbolic channel axis: no constant weight has it)
     per_channel = np.broadcast_to(per_channel, (channels,)).astype(weight.dtype)
     if producer.op == "conv2d":
         folded = weight.data * per_channel[:, None, None, None]

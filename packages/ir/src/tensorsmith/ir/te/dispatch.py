@@ -25,6 +25,12 @@ class Dispatch:
 
 
 def split_dispatches(func: PrimFunc) -> list[Dispatch]:
+    if func.attrs.get("symbols"):
+        from ..errors import ModelError
+
+        raise ModelError(f"kernel {func.name} has sizes known only at run time "
+                         f"({', '.join(func.attrs['symbols'])}): dynamic shapes run on the "
+                         "llvm target so far; fix them with --input-shape (or --dim)")
     stages = func.body.stmts if isinstance(func.body, Seq) else [func.body]
     out = []
     for i, stage in enumerate(stages):

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from .expr import Binary, Call, Cast, Const, Expr, Load, Select, Var
+from .expr import Binary, Call, Cast, Const, Expr, Load, Select, SymVar, Var
 from .stmt import Allocate, Barrier, For, IfThenElse, PrimFunc, Seq, Stmt, Store
 from .visit import walk_stmts
 
@@ -36,19 +36,26 @@ _CALL: dict[str, Callable[..., Any]] = {
          "erf": math.erf, "abs": abs, "iabs": abs, "floor": math.floor, "ceil": math.ceil}
 
 
-def run_func(func: PrimFunc, arrays: Sequence[np.ndarray]) -> None:
-    """Execute ``func`` on flat copies of ``arrays`` in place (params in order)."""
+def run_func(func: PrimFunc, arrays: Sequence[np.ndarray],
+             sizes: Mapping[str, int] | None = None) -> None:
+    """Execute ``func`` on flat copies of ``arrays`` in place (params in order), with the
+    values of its run-time sizes (``func.attrs["symbols"]``) from ``sizes``."""
     mem = {id(b): a.reshape(-1) for b, a in zip(func.params, arrays)}
-    _Interp(mem, {}, None).stmt(func.body)
+    missing = [n for n in func.attrs.get("symbols", ()) if n not in (sizes or {})]
+    if missing:
+        raise KeyError(f"{func.name} needs the sizes {missing}")
+    _Interp(mem, {}, None, dict(sizes or {})).stmt(func.body)
 
 
 class _Interp:
     """One invocation's view: variables, and memory (global, its workgroup's, its own)."""
 
     def __init__(self, mem: dict[int, np.ndarray], env: dict[int, object],
-                 shared: dict[int, np.ndarray] | None) -> None:
+                 shared: dict[int, np.ndarray] | None, sizes: dict[str, int] | None = None
+                 ) -> None:
         self.mem = mem
         self.env = env
+        self.sizes = sizes or {}
         self.shared = shared  # the workgroup's shared buffers, None outside a workgroup
 
     def stmt(self, s: Stmt) -> None:
@@ -64,7 +71,8 @@ class _Interp:
             if s.kind.startswith("threadIdx") and self.shared is None and _has_barrier(s):
                 self._workgroup(s)
                 return
-            for i in range(s.extent):
+            extent = s.extent if isinstance(s.extent, int) else int(self.expr(s.extent))  # type: ignore[call-overload]
+            for i in range(extent):
                 self.env[id(s.var)] = i
                 yield from self.steps(s.body)
         elif isinstance(s, Store):
@@ -103,7 +111,7 @@ class _Interp:
         for ids in itertools.product(*[range(lp.extent) for lp in loops]):
             env = dict(self.env)
             env.update({id(lp.var): i for lp, i in zip(loops, ids)})
-            invocations.append(_Interp(dict(self.mem), env, shared).steps(body))
+            invocations.append(_Interp(dict(self.mem), env, shared, self.sizes).steps(body))
         while invocations:
             running = [inv for inv in invocations if next(inv, StopIteration) is None]
             if running and len(running) != len(invocations):
@@ -114,6 +122,8 @@ class _Interp:
     def expr(self, e: Expr) -> object:
         if isinstance(e, Const):
             return e.value
+        if isinstance(e, SymVar):
+            return self.sizes[e.name]
         if isinstance(e, Var):
             return self.env[id(e)]
         if isinstance(e, Load):

@@ -12,12 +12,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Union
 
-ExprLike = Union["Expr", int, float, bool]
+from ..symbolic import Dim, Sym
+
+ExprLike = Union["Expr", int, float, bool, Sym]
 
 INDEX = "int64"
 
 
-def const(value: int | float | bool, dtype: str | None = None) -> Const:
+def const(value: int | float | bool | Sym, dtype: str | None = None) -> Const:
+    """A constant; a symbolic size (a :class:`Sym`) becomes the expression over the
+    run-time sizes it stands for (te/symbols.py), so op definitions that write
+    ``const(n - 1)`` for a dim ``n`` keep working when ``n`` is known only at run time."""
+    if isinstance(value, Sym):
+        from .symbols import sym_expr
+
+        return sym_expr(value, dtype)  # type: ignore[return-value]
     if dtype is None:
         is_int = isinstance(value, int)
         dtype = "bool" if isinstance(value, bool) else INDEX if is_int else "float32"
@@ -91,6 +100,13 @@ class Var(Expr):
         return self.name
 
 
+@dataclass(frozen=True, eq=False, repr=False)
+class SymVar(Var):
+    """A size known only at run time (``batch``, ``seq``): a kernel reads its value, once,
+    from the sizes its caller passes (see te/symbols.py). One object per name
+    (``symbols.symvar``), so that equal sizes are the same variable."""
+
+
 @dataclass(frozen=True, eq=False)
 class Binary(Expr):
     op: str
@@ -153,7 +169,7 @@ class IterVar:
     """An axis of a compute: its variable, extent, and whether it is reduced over."""
 
     var: Var
-    extent: int
+    extent: Dim
     reduce: bool = False
 
     @property
@@ -313,4 +329,18 @@ def _recombine_divmod(a: Expr, b: Expr) -> Expr | None:
             and isinstance(a.a.b, Const) and isinstance(b.b, Const)
             and a.b.value == a.a.b.value == b.b.value and same(a.a.a, b.a)):
         return b.a
+    if (isinstance(a, Binary) and a.op == "mul" and isinstance(a.a, Binary)
+            and a.a.op == "floordiv" and isinstance(b, Binary) and b.op == "floormod"
+            and not isinstance(b.b, Const) and _is_size(b.b) and same(a.b, b.b)
+            and same(a.a.b, b.b) and same(a.a.a, b.a)):
+        return b.a  # the same with a run-time size for c (a fused symbolic axis)
     return None
+
+
+def _is_size(e: Expr) -> bool:
+    """An expression of run-time sizes only (positive integers)."""
+    if isinstance(e, SymVar):
+        return True
+    if isinstance(e, Const):
+        return isinstance(e.value, int) and not isinstance(e.value, bool) and e.value > 0
+    return isinstance(e, Binary) and e.op in ("add", "mul") and _is_size(e.a) and _is_size(e.b)

@@ -32,6 +32,8 @@ def inside_tile(e: Expr, below: list[Leaf], clamped: list[tuple[Expr, int]]
     unclamped axis values; ``clamped`` lists those the tile's other body clamps, with
     their extents (a tail tile recomputes its last row): the condition also says that no
     clamp applies, so both bodies compute the same elements."""
+    if not all(isinstance(lf.extent, int) for lf in below):
+        return None  # (a loop of run-time extent below the tile: no extremes to test)
     extents = {id(lf.var): lf.extent for lf in below}
     conditions: list[Expr] = []
     failed = False

@@ -6,7 +6,8 @@ body is guarded. A reduction's initialisation is emitted just outside the outerm
 reduce loop, over the spatial loops nested below it, so any loop order stays correct.
 Inlined stages are substituted into their readers. Stages that are neither inlined nor
 arguments become scratch buffers appended to the function's parameters: the graph's
-memory plan places them in the one workspace, so a kernel never allocates.
+memory plan places them in the one workspace (one of run-time size once the run's sizes
+are known), so a kernel never allocates.
 A stage's cache_read steps become tile copies at the top of their loops (te/tiles.py),
 and its reads of those tensors read the copies.
 """
@@ -21,6 +22,7 @@ import numpy as np
 from tensorsmith.runtime.layouts import stored_shape
 
 from ..dtypes import itemsize
+from ..symbolic import Dim
 from . import allreduce, tiles
 from .expr import (
     INDEX,
@@ -54,12 +56,14 @@ from .stmt import (
     all_of,
     guarded,
 )
+from .symbols import divides, extent_value, is_static, kernel_symbols, maybe_many
 from .tensor import Tensor
 from .visit import free_vars, map_stmt_exprs, rewrite, substitute, substitute_stmt, walk
 
 
-def flat_index(shape: tuple[int, ...], indices: tuple[Expr, ...]) -> Expr:
-    """Row-major flat index; constant strides fold away in the expression builders."""
+def flat_index(shape: tuple[Dim, ...], indices: tuple[Expr, ...]) -> Expr:
+    """Row-major flat index; constant strides fold away in the expression builders, and
+    symbolic ones are expressions of the run-time sizes."""
     index: Expr = const(0)
     for extent, i in zip(shape, indices):
         index = index * extent + i
@@ -164,7 +168,8 @@ class _Lowerer:
         op = st.tensor.op
         assert op is not None
         values, guards = _root_values(st)
-        self.bounds = {id(lf.var): (0, lf.extent - 1) for lf in _all_leaves(st)}
+        self.bounds = {id(lf.var): (0, lf.extent - 1) for lf in _all_leaves(st)
+                       if isinstance(lf.extent, int)}
         guards = [g for g in (simplify(g, self.bounds) for g in guards)
                   if not (isinstance(g, Const) and g.value)]
         out = self.buffers.get(st.tensor.uid) or Buffer(st.name, st.tensor.shape, st.tensor.dtype)
@@ -236,6 +241,10 @@ class _Lowerer:
                              f"cache_write loop {st.cache_at}")
         local = Buffer(f"{st.name}.local", tuple(lf.extent for lf in tile + lanes) or (1,),
                        out.dtype, "local")
+        if not all(is_static(d) for d in local.shape):
+            raise ValueError(f"{st.name}: the loops below the cache_write loop {st.cache_at} "
+                             f"run {list(map(str, local.shape))} times, known only at run "
+                             "time; a register tile needs a fixed size")
         tile_index: Expr = const(0)
         for lf in tile:
             tile_index = tile_index * lf.extent + (const(0) if lf.extent == 1 else lf.var)
@@ -457,7 +466,7 @@ def _root_values(st: Stage, clamp: bool = False) -> tuple[dict[int, Expr], list[
     for rel in reversed(st.relations):
         if isinstance(rel, Split):
             v = value[id(rel.outer.var)] * rel.factor + value[id(rel.inner.var)]
-            if rel.parent.extent % rel.factor:
+            if not divides(rel.factor, rel.parent.extent):
                 # Never a reduce axis: a clamped reduction index would add the last
                 # term again instead of nothing.
                 if clamp and rel.inner.kind != "vectorized" and not rel.parent.reduce:
@@ -467,8 +476,9 @@ def _root_values(st: Stage, clamp: bool = False) -> tuple[dict[int, Expr], list[
             value[id(rel.parent.var)] = v
         elif isinstance(rel, Fuse):
             f = value[id(rel.fused.var)]
-            value[id(rel.outer.var)] = f // rel.inner.extent if rel.outer.extent > 1 else const(0)
-            value[id(rel.inner.var)] = f % rel.inner.extent if rel.outer.extent > 1 else f
+            many = maybe_many(rel.outer.extent)
+            value[id(rel.outer.var)] = f // rel.inner.extent if many else const(0)
+            value[id(rel.inner.var)] = f % rel.inner.extent if many else f
     # Guards refer to leaves only after substitution of intermediate relations.
     return {id(v): value[id(lf.var)] for v, lf in _root_vars(st)}, guards
 
@@ -482,13 +492,16 @@ def _root_vars(st: Stage) -> list[tuple[Var, Leaf]]:
 def _nest(leaves: list[Leaf], body: Stmt, vector_ok: bool = True,
           wrap: dict[int, tiles.LoopFill] | None = None) -> Stmt:
     """Loops over ``leaves`` around ``body``; ``wrap`` rewrites given loops (by ``id`` of
-    the leaf), e.g. to fill a cache_read tile at the top of their body."""
+    the leaf), e.g. to fill a cache_read tile at the top of their body. A loop whose
+    extent is known only at run time is neither unrolled nor vectorized."""
     for lf in reversed(leaves):
         kind = lf.kind if vector_ok or lf.kind != "vectorized" else "serial"
+        if not is_static(lf.extent) and kind in ("vectorized", "unrolled"):
+            kind = "serial"
         fills = wrap.get(id(lf)) if wrap is not None else None
         if fills is not None:
             body = fills.body(body)
-        body = For(lf.var, lf.extent, kind, body)
+        body = For(lf.var, extent_value(lf.extent), kind, body)
         if fills is not None:
             body = fills.loop(body)
     return body
@@ -523,6 +536,9 @@ def _pack(t: Tensor, source: Buffer, layout: Layout) -> tuple[Stmt, Buffer]:
     threads, the last axis one vector loop."""
     from .tensor import compute
 
+    if not all(is_static(d) for d in t.shape):
+        raise ValueError(f"pack: {t.name} {list(map(str, t.shape))} has sizes known only at "
+                         "run time; a packed copy is scratch, which needs a fixed size")
     shape = stored_shape(t.shape, layout.order, layout.block)
 
     def element(*stored: Expr) -> Expr:
@@ -574,7 +590,7 @@ def lower(sched: Schedule, inputs: list[Tensor], outputs: list[Tensor],
         if st.attached is not None and st.tensor not in outputs and not st.inline:
             # computed a row at a time (compute_at): a buffer of one row, if small
             row = math.prod(st.tensor.shape) // st.leaves[0].extent
-            if row * itemsize(st.tensor.dtype) <= ROW_BUFFER_BYTES:
+            if is_static(row) and row * itemsize(st.tensor.dtype) <= ROW_BUFFER_BYTES:
                 # (a vector store to a local buffer ignores its lane mask: room for the
                 # widest vector's tail past the row)
                 padded = -(-row // VECTOR_LANES_MAX) * VECTOR_LANES_MAX
@@ -598,9 +614,14 @@ def lower(sched: Schedule, inputs: list[Tensor], outputs: list[Tensor],
     body = Seq([*packing,
                 *(low.stage(st) for st in sched.stages
                   if not st.inline and not st.merged and st.attached is None)])
+    # (scratch may have sizes known only at run time, a padded batch of images: the plan
+    # places such a buffer once it knows the sizes, as it does the activations)
     func = PrimFunc(name, params, body, len(inputs), len(outputs))
     if layouts:
         func.attrs["layouts"] = layouts
+    symbols = kernel_symbols(body, [b.shape for b in params])
+    if symbols:
+        func.attrs["symbols"] = symbols
     return func
 
 

@@ -12,7 +12,9 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..symbolic import Dim
 from .expr import INDEX, Expr, IterVar, Var
+from .symbols import ceil_div
 from .tensor import ComputeOp, Tensor
 
 
@@ -21,7 +23,7 @@ class Leaf:
     """A loop of a stage as it will be emitted (a root axis, or a product of split/fuse)."""
 
     var: Var
-    extent: int
+    extent: Dim
     reduce: bool
     kind: str = "serial"
 
@@ -269,7 +271,8 @@ class Schedule:
     def _split(self, st: Stage, leaf_name: str, factor: int) -> tuple[str, str]:
         parent = st.leaf(leaf_name)
         factor = max(1, factor)  # may exceed the extent: a vector tile with a masked tail
-        outer = Leaf(Var(f"{parent.name}.o", INDEX), -(-parent.extent // factor), parent.reduce)
+        outer = Leaf(Var(f"{parent.name}.o", INDEX), ceil_div(parent.extent, factor),
+                     parent.reduce)
         inner = Leaf(Var(f"{parent.name}.i", INDEX), factor, parent.reduce)
         i = st.leaves.index(parent)
         st.leaves[i:i + 1] = [outer, inner]

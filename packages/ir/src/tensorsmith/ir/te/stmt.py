@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..symbolic import Dim
 from .expr import Expr, Var, binary
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled", "blockIdx.x", "blockIdx.y",
@@ -20,23 +21,25 @@ LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled", "blockIdx.x", "blo
 
 @dataclass(eq=False)
 class Buffer:
-    """A flat, row-major region of memory; ``scope`` is global, shared or local."""
+    """A flat, row-major region of memory; ``scope`` is global, shared or local. A
+    kernel's inputs and outputs may have symbolic dims; scratch and local buffers never
+    do (their sizes are fixed when the kernel is built)."""
 
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[Dim, ...]
     dtype: str
     scope: str = "global"
 
     @property
-    def size(self) -> int:
+    def size(self) -> Dim:
         return math.prod(self.shape)
 
     @property
-    def nbytes(self) -> int:
+    def nbytes(self) -> Dim:
         return self.size * np.dtype(self.dtype).itemsize
 
     def __repr__(self) -> str:
-        return f"{self.name}: {self.dtype}{list(self.shape)}"
+        return f"{self.name}: {self.dtype}[{', '.join(str(d) for d in self.shape)}]"
 
 
 class Stmt:
@@ -45,8 +48,11 @@ class Stmt:
 
 @dataclass(eq=False)
 class For(Stmt):
+    """``for var in 0..extent``; an extent known only at run time is an expression of
+    sizes (te/symbols.py), and such a loop is never unrolled or vectorized."""
+
     var: Var
-    extent: int
+    extent: int | Expr
     kind: str
     body: Stmt
 
@@ -85,7 +91,11 @@ class Barrier(Stmt):
 
 @dataclass(eq=False)
 class PrimFunc:
-    """A kernel: parameters are buffers (inputs, outputs, then workspace scratch)."""
+    """A kernel: parameters are buffers (inputs, outputs, then workspace scratch).
+
+    A kernel that uses run-time sizes has ``attrs["symbols"]``, their names sorted, and
+    takes their values (int64, in that order) through one more argument after all its
+    buffers (te/symbols.py)."""
 
     name: str
     params: list[Buffer]

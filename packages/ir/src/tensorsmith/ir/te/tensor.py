@@ -12,16 +12,19 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ..symbolic import Dim
 from .expr import INDEX, Expr, ExprLike, IterVar, Load, Reduce, Var, as_expr
+from .symbols import as_dim
 
 _ids = itertools.count()
 
 
 @dataclass(eq=False)
 class Tensor:
-    """A tensor of the expression graph; ``op`` is None for placeholders (inputs)."""
+    """A tensor of the expression graph; ``op`` is None for placeholders (inputs). Its
+    dims may be symbolic (te/symbols.py)."""
 
-    shape: tuple[int, ...]
+    shape: tuple[Dim, ...]
     dtype: str
     name: str
     op: ComputeOp | None = None
@@ -56,20 +59,21 @@ class ComputeOp:
         return self.body.axes if isinstance(self.body, Reduce) else ()
 
 
-def placeholder(shape: Sequence[int], dtype: str = "float32", name: str = "x") -> Tensor:
-    return Tensor(tuple(int(s) for s in shape), dtype, name)
+def placeholder(shape: Sequence[Dim], dtype: str = "float32", name: str = "x") -> Tensor:
+    return Tensor(tuple(as_dim(s) for s in shape), dtype, name)
 
 
-def compute(shape: Sequence[int], fcompute: Callable[..., ExprLike], name: str = "out",
+def compute(shape: Sequence[Dim], fcompute: Callable[..., ExprLike], name: str = "out",
             tag: str = "") -> Tensor:
     """Declare a tensor whose element at ``idx`` is ``fcompute(*idx)``."""
-    axes = tuple(IterVar(Var(f"{name}_i{d}", INDEX), int(n)) for d, n in enumerate(shape))
+    dims = tuple(as_dim(n) for n in shape)
+    axes = tuple(IterVar(Var(f"{name}_i{d}", INDEX), n) for d, n in enumerate(dims))
     body = as_expr(fcompute(*[a.var for a in axes]))
-    return Tensor(tuple(int(s) for s in shape), body.dtype, name, ComputeOp(axes, body, tag))
+    return Tensor(dims, body.dtype, name, ComputeOp(axes, body, tag))
 
 
-def reduce_axis(extent: int, name: str = "k") -> IterVar:
-    return IterVar(Var(name, INDEX), int(extent), reduce=True)
+def reduce_axis(extent: Dim, name: str = "k") -> IterVar:
+    return IterVar(Var(name, INDEX), as_dim(extent), reduce=True)
 
 
 def _reduce(combiner: str, body: ExprLike, axis: IterVar | Sequence[IterVar]) -> Expr:

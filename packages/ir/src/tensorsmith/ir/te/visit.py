@@ -91,7 +91,8 @@ def map_stmt_exprs(s: Any, fn: Callable[[Expr], Expr],
     if isinstance(s, Seq):
         return Seq([again(x) for x in s.stmts])
     if isinstance(s, For):
-        return For(s.var, s.extent, s.kind, again(s.body))
+        extent = fn(s.extent) if isinstance(s.extent, Expr) else s.extent
+        return For(s.var, extent, s.kind, again(s.body))
     if isinstance(s, Allocate):
         return Allocate(s.buffer, again(s.body))
     if isinstance(s, IfThenElse):
@@ -134,11 +135,14 @@ def walk_stmts(s: object) -> Iterator[object]:
 
 
 def stmt_exprs(s: object) -> tuple[Expr, ...]:
-    """The expressions a statement itself evaluates (not those of nested statements)."""
-    from .stmt import IfThenElse, Store
+    """The expressions a statement itself evaluates (not those of nested statements):
+    a loop's, its extent where that is known only at run time."""
+    from .stmt import For, IfThenElse, Store
 
     if isinstance(s, Store):
         return (s.index, s.value)
     if isinstance(s, IfThenElse):
         return (s.cond,)
+    if isinstance(s, For) and isinstance(s.extent, Expr):
+        return (s.extent,)
     return ()

@@ -30,6 +30,26 @@
  *    once. One model is used by one thread at a time: a call on a model that is busy in
  *    another thread fails rather than racing.
  *  - Inputs keep their values across runs; set only those that change.
+ *
+ * Dynamic shapes
+ *  A model compiled with sizes known only at run time (symbols such as `batch` or `seq`:
+ *  the artifact's metadata shows them in the inputs' and outputs' shapes, e.g.
+ *  [batch, 128]) runs on inputs of any such size. Give an input's shape with
+ *  tsm_model_set_input_shape before tsm_model_set_input whenever it changes:
+ *
+ *     int64_t shape[2] = {batch, 128};
+ *     tsm_model_set_input_shape(m, 0, 2, shape);
+ *     tsm_model_set_input(m, 0, x, tsm_model_input_nbytes(m, 0));
+ *     tsm_model_run(m);
+ *     tsm_model_output_shape(m, 0, out_shape);   (the last run's shape)
+ *     tsm_model_get_output(m, 0, y, tsm_model_output_nbytes(m, 0));
+ *
+ *  tsm_model_run learns each symbol from the first input axis whose size it is, and
+ *  fails, naming the input, the axis and both sizes, where another axis disagrees
+ *  ("input 'mask' axis 1 is 7, but 'seq' is 9 from input 'input_ids' axis 1"). Until
+ *  an input's shape is set, and until the first run for the outputs, every symbol is 1.
+ *  The model places its buffers again only when the symbols change, reusing its memory
+ *  while it is large enough; a run allocates otherwise nothing.
  */
 #ifndef TENSORSMITH_RUNTIME_H
 #define TENSORSMITH_RUNTIME_H
@@ -64,11 +84,21 @@ TSM_API int tsm_model_num_outputs(const void *model); /* -1 if model is NULL */
 /* Copies nbytes (exactly tsm_model_input_nbytes) from data into input `index`. */
 TSM_API int tsm_model_set_input(void *model, int index, const void *data, size_t nbytes);
 
-/* Runs the whole graph. Fails, naming it, if an input was never set. Allocates nothing. */
+/* Sets the shape (ndim values, exactly tsm_model_input_ndim) of input `index` for the next
+ * runs; tsm_model_input_shape and tsm_model_input_nbytes then report it. Call it before
+ * tsm_model_set_input when the shape changes: a new shape leaves the input unset, and a
+ * new byte size discards the last run's outputs. Fails where an axis of fixed size differs
+ * from the model's, where an axis whose size is a symbol is below 1, or over 2**48 bytes;
+ * whether the inputs agree on the symbols is checked by tsm_model_run. Setting the shape
+ * an input has (every fixed-shape input's: the model's) changes nothing. */
+TSM_API int tsm_model_set_input_shape(void *model, int index, int ndim, const int64_t *shape);
+
+/* Runs the whole graph. Fails, naming it, if an input was never set. Allocates nothing,
+ * except with dynamic shapes when the inputs' sizes need more memory than before. */
 TSM_API int tsm_model_run(void *model);
 
 /* Copies output `index` (exactly tsm_model_output_nbytes bytes) into data. Fails before
- * the first tsm_model_run. */
+ * the first tsm_model_run. With dynamic shapes, its shape and bytes are the last run's. */
 TSM_API int tsm_model_get_output(void *model, int index, void *data, size_t nbytes);
 
 /* The message of the last failure on the calling thread ("" if none yet). Thread-local:
@@ -84,7 +114,8 @@ TSM_API const char *tsm_model_input_dtype(const void *model, int index);
 TSM_API const char *tsm_model_output_dtype(const void *model, int index);
 TSM_API int tsm_model_input_ndim(const void *model, int index);
 TSM_API int tsm_model_output_ndim(const void *model, int index);
-/* Write ndim values into shape (which may be NULL only when ndim is 0). */
+/* Write ndim values into shape (which may be NULL only when ndim is 0): an input's as last
+ * set, an output's as the last run made it (see "Dynamic shapes"). */
 TSM_API int tsm_model_input_shape(const void *model, int index, int64_t *shape);
 TSM_API int tsm_model_output_shape(const void *model, int index, int64_t *shape);
 TSM_API size_t tsm_model_input_nbytes(const void *model, int index);

@@ -19,7 +19,7 @@ from tensorsmith.runtime.artifact import Artifact
 from tensorsmith.runtime.cpu import TensorSpec
 from tensorsmith.runtime.device import Device
 from tensorsmith.runtime.errors import ArtifactError, DeviceError, TensorsmithError
-from tensorsmith.runtime.gpu_plan import raise_failed_check
+from tensorsmith.runtime.gpu_plan import raise_failed_check, refuse_dynamic_shapes
 from tensorsmith.runtime.plan import PARAMS_SECTION
 
 from .commands import CommandRecorder, Copy, Submitter
@@ -39,6 +39,7 @@ class VulkanModel:
     def __init__(self, artifact: Artifact, device: Device) -> None:
         self.path = artifact.path
         self._meta = artifact.metadata
+        refuse_dynamic_shapes(artifact.path, artifact.plan, "Vulkan")
         self.plan: VulkanPlan = parse(artifact)
         self.ctx: DeviceContext = device_context(device.index)
         self.device_name = self.ctx.name

@@ -42,7 +42,19 @@
  *   static const char metadata_json[] = {0x7b, 0x22, ..., 0x7d, 0};
  *   const tsm_plan tsm_graph_plan = {3, buffers, 1, steps, 1, inputs, 1, outputs,
  *                                    workspace_bytes, metadata_json, 802816,
- *                                    {0x3c, 0x91, ... 16 bytes}};
+ *                                    {0x3c, 0x91, ... 16 bytes}, 0, checks, 0};
+ *   and with symbols (an input float32[batch, 784]) also
+ *   static const int input0_dims[] = {0, -1};
+ *   static const tsm_io_sizes input_sizes[] = {{input0_dims, 1}};
+ *   static int compute_sizes(const int64_t *s, int64_t *v) {
+ *     int bad = 0;
+ *     v[0] = s[0];                                      // batch
+ *     v[1] = tsm_size_mul(INT64_C(3136), s[0], &bad);   // 3136*batch
+ *     return bad;
+ *   }
+ *   static const tsm_symbolic symbolic = {1, symbol_names, 2, size_texts, compute_sizes,
+ *                                         input_sizes, output_sizes, 3, dynamic, 1,
+ *                                         symbol_buffers};
  *   Writing the metadata as bytes spares escaping it as a C string literal (quotes,
  *   backslashes, non-ASCII, and "??" trigraphs under -std=c11) and its length limits.
  *
@@ -63,6 +75,43 @@
  *   - After the last step, each check's int32 is read: the first nonzero one makes the run
  *     fail with its message (tsm_last_error), and the outputs stay unset until a run
  *     passes every check.
+ *
+ * Sizes known only at run time (dynamic shapes). A plan whose graph has symbolic sizes
+ * (`batch`, `seq`: each a run-time size >= 1) points tsm_plan.symbolic at a tsm_symbolic;
+ * a static plan leaves it NULL and runs exactly as above. With symbols:
+ *   - Sizes. plan.c defines compute_sizes(symbols, sizes): from the symbols' values (in
+ *     the order of tsm_symbolic.symbols, sorted by name) it computes every size of the plan
+ *     that depends on them, sizes[0 .. num_sizes): the symbols themselves first
+ *     (sizes[k] = symbols[k] for k < num_symbols), then each distinct expression (an
+ *     axis, a tensor's byte count, a buffer's byte count). Its arithmetic is checked
+ *     (tsm_size_* below): it returns nonzero on an overflow of int64 or a division by zero.
+ *   - Inputs and outputs. Where an axis's size is symbolic, tsm_io.shape holds 0 and
+ *     tsm_io_sizes.dims the index of its size; such a tensor's tsm_io.nbytes is 0 and
+ *     tsm_io_sizes.nbytes indexes its byte count. A tensor with a symbolic size lives in a
+ *     TSM_DYNAMIC buffer, every other one in a TSM_PARAM or TSM_WORKSPACE buffer.
+ *   - Binding. A run learns each symbol from the first input axis (inputs in order, axes in
+ *     order) whose size is that bare symbol (a dims index below num_symbols), in the shape
+ *     the caller gave (tsm_model_set_input_shape; until then, the shape with every symbol
+ *     1), and checks every other symbolic axis against the sizes computed from them.
+ *     Every symbol is some input axis's size. Axes of static size are checked when the
+ *     shape is set.
+ *   - Dynamic buffers. A TSM_DYNAMIC buffer (offset and nbytes 0 in tsm_plan.buffers) has a
+ *     tsm_dynamic_buffer: its byte count (a size index) and the steps that first and last
+ *     use it (last == num_steps for a result). The runtime places them in a dynamic region
+ *     of the model, apart from the static workspace: the symbolic inputs first, in input
+ *     order, each at a 64-byte-aligned slot of its own that no other buffer shares (inputs
+ *     keep their values across runs), then every other one greedily, first fit, in order
+ *     of first step (larger first, then plan order), sharing ranges only between buffers
+ *     whose lifetimes [first, last] do not meet. It places them again only when a run's
+ *     symbols differ from the last placement's, reuses the region while it is large
+ *     enough, and rebuilds the steps' argument pointers when the placement changes.
+ *   - Symbol buffers. A kernel that uses symbols takes one more argument after its buffers
+ *     and scratch: a tsm_symbol_buffer, a TSM_WORKSPACE buffer of 8 bytes per symbol that
+ *     the runtime fills before every run with those symbols' values as int64, in the
+ *     order the kernel lists them (its attrs["symbols"], sorted). Scratch stays static.
+ *   - Limits. A run whose tensor or buffer would exceed TSM_MAX_TENSOR_BYTES (2**48, the
+ *     compiler's limit), whose dynamic region would, or whose sizes overflow, fails
+ *     naming it, before any kernel runs.
  */
 #ifndef TSM_PLAN_H
 #define TSM_PLAN_H
@@ -84,8 +133,12 @@ extern "C" {
 /* A kernel: args[i] points at the i-th buffer of its step. */
 typedef void (*tsm_kernel_fn)(void **args);
 
-/* tsm_buffer.kind */
-enum { TSM_PARAM = 0, TSM_WORKSPACE = 1 };
+/* tsm_buffer.kind: TSM_DYNAMIC is a workspace buffer whose size depends on the symbols,
+ * placed by the runtime (tsm_dynamic_buffer) */
+enum { TSM_PARAM = 0, TSM_WORKSPACE = 1, TSM_DYNAMIC = 2 };
+
+/* The most bytes one tensor, buffer or dynamic region may take (the compiler's limit). */
+#define TSM_MAX_TENSOR_BYTES ((int64_t)1 << 48)
 
 /* A graph input or output. */
 typedef struct {
@@ -119,6 +172,52 @@ typedef struct {
   const char *message;
 } tsm_check;
 
+/* The symbolic sizes of a graph input or output (tsm_symbolic.inputs, .outputs). */
+typedef struct {
+  const int *dims;       /* ndim entries: -1 where tsm_io.shape holds the axis's size, else
+                            the index of its size in compute_sizes' output; NULL: all static */
+  int nbytes;            /* -1: tsm_io.nbytes; else the index of the tensor's byte count */
+} tsm_io_sizes;
+
+/* A TSM_DYNAMIC buffer: how large it is and when it is used. */
+typedef struct {
+  int buffer;            /* index into tsm_plan.buffers */
+  int nbytes;            /* the index of its byte count in compute_sizes' output */
+  int first, last;       /* the steps that first and last use it; 0 <= first <= last <=
+                            num_steps (inputs and results: last == num_steps) */
+} tsm_dynamic_buffer;
+
+/* A static buffer the runtime fills before each run with the values of some symbols. */
+typedef struct {
+  int buffer;            /* index into tsm_plan.buffers: TSM_WORKSPACE, >= 8 * count bytes */
+  int count;
+  const int *symbols;    /* count indices into tsm_symbolic.symbols */
+} tsm_symbol_buffer;
+
+/* An equality of two sizes that the model assumes (`seq == min(512, seq)`): a run whose
+ * sizes break it fails with `message` before any step runs. */
+typedef struct {
+  int lhs, rhs;          /* indices of the two sizes in compute_sizes' output */
+  const char *message;   /* names the node and the shapes that need it */
+} tsm_assumption;
+
+/* What a plan with sizes known only at run time adds (see "dynamic shapes" above). */
+typedef struct {
+  int num_symbols;
+  const char *const *symbols;     /* their names, sorted */
+  int num_sizes;                  /* >= num_symbols */
+  const char *const *size_texts;  /* each size's expression ("seq + 1"), for messages */
+  int (*compute_sizes)(const int64_t *symbols, int64_t *sizes); /* nonzero: overflow */
+  const tsm_io_sizes *inputs;     /* tsm_plan.num_inputs entries */
+  const tsm_io_sizes *outputs;    /* tsm_plan.num_outputs entries */
+  int num_dynamic;
+  const tsm_dynamic_buffer *dynamic; /* one per TSM_DYNAMIC buffer */
+  int num_symbol_buffers;
+  const tsm_symbol_buffer *symbol_buffers;
+  int num_assumptions;
+  const tsm_assumption *assumptions; /* checked once the inputs' shapes bind the symbols */
+} tsm_symbolic;
+
 /* The whole execution plan of the model. */
 typedef struct {
   int num_buffers;
@@ -136,7 +235,48 @@ typedef struct {
   unsigned char params_id[16]; /* the "params.id" section: these weights are this build's */
   int num_checks;
   const tsm_check *checks;   /* tested after every run, in order */
+  const tsm_symbolic *symbolic; /* NULL: every size is static */
 } tsm_plan;
+
+/*
+ * The checked arithmetic of compute_sizes: each sets *bad where the exact result is not an
+ * int64 or the divisor is 0 (its result then means nothing). Division and remainder round toward minus
+ * infinity, as the compiler's sizes do (they agree with C's / and % on sizes >= 0).
+ */
+static inline int64_t tsm_size_add(int64_t a, int64_t b, int *bad) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) *bad = 1;
+  return r;
+}
+
+static inline int64_t tsm_size_mul(int64_t a, int64_t b, int *bad) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) *bad = 1;
+  return r;
+}
+
+static inline int64_t tsm_size_floordiv(int64_t a, int64_t b, int *bad) {
+  if (b == 0 || (a == INT64_MIN && b == -1)) {
+    *bad = 1;
+    return 0;
+  }
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static inline int64_t tsm_size_mod(int64_t a, int64_t b, int *bad) {
+  if (b == 0) {
+    *bad = 1;
+    return 0;
+  }
+  if (b == -1) return 0;
+  int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+static inline int64_t tsm_size_max(int64_t a, int64_t b) { return a > b ? a : b; }
+
+static inline int64_t tsm_size_min(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* Defined by the generated plan.c. */
 TSM_INTERNAL extern const tsm_plan tsm_graph_plan;

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.symbolic import shape_text
 
 from ..context import NodeContext
 from ..registry import converter
@@ -136,7 +137,7 @@ def convert_swish(ctx: NodeContext) -> Value:
 def convert_swiglu(ctx: NodeContext) -> Value:
     a, b = ctx.input(0), ctx.input(1)
     if a.shape != b.shape:
-        raise ctx.error(f"A {list(a.shape)} and B {list(b.shape)} must have one shape")
+        raise ctx.error(f"A {shape_text(a.shape)} and B {shape_text(b.shape)} must have one shape")
     return ctx.add("mul", [swish(ctx, a, float(ctx.attr("alpha", 1.0))), b])
 
 

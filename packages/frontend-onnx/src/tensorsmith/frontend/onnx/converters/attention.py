@@ -1,9 +1,10 @@
 """Attention (opset 23+): scaled dot-product attention as matmuls, a softmax and an
 additive bias, following ONNX's reference implementation step by step.
 
-Everything that depends only on shapes and attributes (the causal and sliding-window
-masks, the scale) is a constant; what depends on run-time inputs (``attn_mask``,
-``nonpad_kv_seqlen``) is computed in the graph. The order of operations is the
+Everything that depends only on static shapes and attributes (the causal and
+sliding-window masks, the scale) is a constant; what depends on run-time inputs
+(``attn_mask``, ``nonpad_kv_seqlen``) or on symbolic sequence lengths is computed in the
+graph. The order of operations is the
 reference's (Q and K each scaled by sqrt(scale), softcap before the bias, a fully masked
 row decided on the bias and zeroed after the softmax), because the node tests' expected
 values are that order's float rounding.
@@ -16,11 +17,12 @@ import math
 import numpy as np
 
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.symbolic import Dim, is_static, shape_text, static_dim
 
 from ..context import NodeContext
 from ..dtypes import to_numpy_dtype
 from ..registry import converter
-from .common import reshape, transpose
+from .common import filled, positions, reshape, slice_axis, transpose
 
 
 def _heads(ctx: NodeContext, x: Value, heads: int) -> Value:
@@ -46,7 +48,7 @@ def _select(ctx: NodeContext, allowed: Value, dtype: str) -> Value:
     return ctx.add("where", [allowed, zero, ninf])
 
 
-def _pad_keys(ctx: NodeContext, mask: Value, kv: int) -> Value:
+def _pad_keys(ctx: NodeContext, mask: Value, kv: Dim) -> Value:
     """A mask shorter than the keys is padded with masked positions (False or -inf)."""
     width = kv - mask.shape[-1]
     if width <= 0:
@@ -61,34 +63,56 @@ def _add(ctx: NodeContext, a: Value | None, b: Value) -> Value:
     return b if a is None else ctx.add("add", [a, b])
 
 
-def _batch_offset(ctx: NodeContext, nonpad: Value, q_len: int) -> Value:
+def _batch_offset(ctx: NodeContext, nonpad: Value, q_len: Dim) -> Value:
     """nonpad_kv_seqlen[b] - q_len as int64 [B, 1, 1] (the external cache's frontier)."""
     n = nonpad if nonpad.dtype == "int64" else ctx.add("cast", [nonpad], {"dtype": "int64"})
     n = reshape(ctx, n, (nonpad.shape[0] if nonpad.shape else 1, 1, 1))
-    return ctx.add("sub", [n, ctx.const(np.int64(q_len), hint="q_len")])
+    length = static_dim(q_len, "the query length, with nonpad_kv_seqlen,")
+    return ctx.add("sub", [n, ctx.const(np.int64(length), hint="q_len")])
 
 
-def _diff(q: int, kv: int, offset: int = 0) -> np.ndarray:
+def _grid(q: int, kv: int, offset: int = 0) -> np.ndarray:
     """(i + offset) - j over a [q, kv] grid."""
     return (np.arange(q).reshape(q, 1) + offset - np.arange(kv).reshape(1, kv)).astype(np.int64)
 
 
-def _causal(ctx: NodeContext, q: int, kv: int, offset: int | Value, dtype: str) -> Value:
+def _diff(ctx: NodeContext, q: Dim, kv: Dim, offset: Dim = 0) -> Value:
+    """(i + offset) - j over a [q, kv] grid: a constant, or computed at run time where
+    the lengths are symbolic. A symbolic offset is taken where it is the past length
+    (``kv - q``): the queries' positions are then the last ``q`` of the keys'."""
+    if is_static((q, kv, offset)):
+        return ctx.const(_grid(q, kv, offset), hint="diff")  # type: ignore[arg-type]
+    keys = positions(ctx, kv)
+    if offset != 0 and offset == kv - q:
+        rows = slice_axis(ctx, keys, 0, offset, kv)
+    else:
+        rows = positions(ctx, q)
+        if offset != 0:
+            shift = static_dim(offset, "the past length of a causal attention")
+            rows = ctx.add("add", [rows, ctx.const(np.int64(shift), hint="offset")])
+    return ctx.add("sub", [reshape(ctx, rows, (q, 1)), reshape(ctx, keys, (1, kv))])
+
+
+def _causal(ctx: NodeContext, q: Dim, kv: Dim, offset: Dim | Value, dtype: str) -> Value:
     """Bottom-right causal bias: key j is attended by query i iff j <= i + offset."""
+    zero = ctx.const(np.int64(0), hint="zero")
     if isinstance(offset, Value):  # per batch: [B, 1, q, kv]
-        diff = ctx.add("add", [ctx.const(_diff(q, kv), hint="diff"), offset])
-        allowed = ctx.add("ge", [diff, ctx.const(np.int64(0), hint="zero")])
+        diff = ctx.add("add", [_diff(ctx, q, kv), offset])
+        allowed = ctx.add("ge", [diff, zero])
         return reshape(ctx, _select(ctx, allowed, dtype), (offset.shape[0], 1, q, kv))
-    return _select(ctx, ctx.const(_diff(q, kv, offset) >= 0, hint="causal"), dtype)
+    if is_static((q, kv, offset)):
+        return _select(ctx, ctx.const(_grid(q, kv, offset) >= 0, hint="causal"),  # type: ignore[arg-type]
+                       dtype)
+    return _select(ctx, ctx.add("ge", [_diff(ctx, q, kv, offset), zero]), dtype)
 
 
-def _window(ctx: NodeContext, q: int, kv: int, offset: int | Value, left: int, right: int,
+def _window(ctx: NodeContext, q: Dim, kv: Dim, offset: Dim | Value, left: int, right: int,
             dtype: str) -> Value:
     """Sliding window: p - left <= j <= p + right for p = i + offset (-1: unbounded)."""
     if isinstance(offset, Value):
-        diff = ctx.add("add", [ctx.const(_diff(q, kv), hint="diff"), offset])
+        diff = ctx.add("add", [_diff(ctx, q, kv), offset])
     else:
-        diff = ctx.const(_diff(q, kv, offset), hint="diff")
+        diff = _diff(ctx, q, kv, offset)
     allowed: Value | None = None
     if left >= 0:
         allowed = ctx.add("le", [diff, ctx.const(np.int64(left), hint="left")])
@@ -102,20 +126,20 @@ def _window(ctx: NodeContext, q: int, kv: int, offset: int | Value, left: int, r
     return bias
 
 
-def _bias(ctx: NodeContext, mask: Value | None, nonpad: Value | None, past: int | None,
-          q: int, kv: int, dtype: str) -> Value | None:
+def _bias(ctx: NodeContext, mask: Value | None, nonpad: Value | None, past: Dim | None,
+          q: Dim, kv: Dim, dtype: str) -> Value | None:
     """The additive attention bias (None when nothing is masked), as the reference builds
     it: mask, then causal, then the sliding window, then the key padding."""
     causal = bool(ctx.attr("is_causal", 0))
     left, right = int(ctx.attr("left_window_size", -1)), int(ctx.attr("right_window_size", -1))
-    zeros = ctx.const(np.zeros((q, kv), dtype), hint="zeros")
+    zeros = filled(ctx, (q, kv), 0, dtype, hint="zeros")
     if mask is not None:
         mask = _pad_keys(ctx, mask, kv)
         if mask.dtype == "bool":
             mask = _select(ctx, mask, dtype)
         elif mask.dtype != dtype:
             mask = ctx.add("cast", [mask], {"dtype": dtype})
-    offset: int | Value = past or 0
+    offset: Dim | Value = past or 0
     if past is None and nonpad is not None:
         offset = _batch_offset(ctx, nonpad, q)
     bias: Value | None = None
@@ -132,7 +156,7 @@ def _bias(ctx: NodeContext, mask: Value | None, nonpad: Value | None, past: int 
     if nonpad is not None:
         n = nonpad if nonpad.dtype == "int64" else ctx.add("cast", [nonpad], {"dtype": "int64"})
         n = reshape(ctx, n, (n.shape[0] if n.shape else 1, 1))
-        keep = ctx.add("lt", [ctx.const(np.arange(kv, dtype=np.int64), hint="keys"), n])
+        keep = ctx.add("lt", [positions(ctx, kv), n])
         pad = reshape(ctx, _select(ctx, keep, dtype), (n.shape[0], 1, 1, kv))
         bias = _add(ctx, bias, pad)
     return bias
@@ -151,8 +175,8 @@ def convert_attention(ctx: NodeContext) -> list[Value | None]:
         k = _heads(ctx, k, int(ctx.required_attr("kv_num_heads")))
         v = _heads(ctx, v, int(ctx.required_attr("kv_num_heads")))
     if not len(q.shape) == len(k.shape) == len(v.shape) == 4:
-        raise ctx.error(f"Q, K and V must be 3-D or 4-D, got {list(q.shape)}, "
-                        f"{list(k.shape)}, {list(v.shape)}")
+        raise ctx.error(f"Q, K and V must be 3-D or 4-D, got {shape_text(q.shape)}, "
+                        f"{shape_text(k.shape)}, {shape_text(v.shape)}")
     dtype = q.dtype
     scale = ctx.attr("scale")
     scale = 1.0 / math.sqrt(q.shape[3]) if scale is None else float(scale)
@@ -217,11 +241,11 @@ def convert_rotary_embedding(ctx: NodeContext) -> Value:
     elif len(x.shape) == 3:
         heads = int(ctx.attr("num_heads", 0))
         if heads <= 0 or x.shape[2] % heads:
-            raise ctx.error(f"a 3-D input {list(x.shape)} needs num_heads dividing its "
+            raise ctx.error(f"a 3-D input {shape_text(x.shape)} needs num_heads dividing its "
                             "last dimension")
         x = reshape(ctx, x, (x.shape[0], x.shape[1], heads, x.shape[2] // heads))
     else:
-        raise ctx.error(f"needs a 3-D or 4-D input, got {list(x.shape)}")
+        raise ctx.error(f"needs a 3-D or 4-D input, got {shape_text(x.shape)}")
     b, s, h, d = x.shape
     dim = int(ctx.attr("rotary_embedding_dim", 0)) or d
     half = dim // 2
@@ -272,7 +296,7 @@ def convert_linear_attention(ctx: NodeContext) -> list[Value | None]:
     qh, kvh = int(ctx.required_attr("q_num_heads")), int(ctx.required_attr("kv_num_heads"))
     if len(q.shape) != 3 or qh % kvh:
         raise ctx.error(f"needs 3-D inputs and q_num_heads a multiple of kv_num_heads, got "
-                        f"{list(q.shape)}, {qh}, {kvh}")
+                        f"{shape_text(q.shape)}, {qh}, {kvh}")
 
     def f32(x: Value) -> Value:
         return x if x.dtype == "float32" else ctx.add("cast", [x], {"dtype": "float32"})
@@ -292,7 +316,7 @@ def convert_linear_attention(ctx: NodeContext) -> list[Value | None]:
         beta4 = f32(transpose(ctx, reshape(ctx, beta, (b, t, width, 1)), (0, 2, 1, 3)))
     state_dtype = past.dtype if past is not None else q.dtype
     state = f32(past) if past is not None else \
-        ctx.const(np.zeros((b, kvh, dk, dv), np.float32), hint="state")
+        filled(ctx, (b, kvh, dk, dv), 0, "float32", hint="state")
     scale = float(ctx.attr("scale", 0.0)) or 1.0 / math.sqrt(dk)
 
     def step(x: Value, i: int) -> Value:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.symbolic import Dim, Sym, is_static
 
 from ..context import NodeContext
 
@@ -26,8 +27,8 @@ def normalize_axes(ctx: NodeContext, axes: Sequence[int], rank: int, what: str =
     return out
 
 
-def reshape(ctx: NodeContext, x: Value, shape: Sequence[int]) -> Value:
-    shape = [int(d) for d in shape]
+def reshape(ctx: NodeContext, x: Value, shape: Sequence[Dim]) -> Value:
+    shape = [d if isinstance(d, Sym) else int(d) for d in shape]
     if tuple(shape) == x.shape:
         return x
     return ctx.add("reshape", [x], {"shape": shape})
@@ -40,7 +41,7 @@ def transpose(ctx: NodeContext, x: Value, perm: Sequence[int]) -> Value:
     return ctx.add("transpose", [x], {"perm": perm})
 
 
-def slice_axis(ctx: NodeContext, x: Value, axis: int, begin: int, end: int) -> Value:
+def slice_axis(ctx: NodeContext, x: Value, axis: int, begin: Dim, end: Dim) -> Value:
     """``x[..., begin:end, ...]`` on one axis with step 1 (bounds already in range)."""
     if begin == 0 and end == x.shape[axis]:
         return x
@@ -53,3 +54,25 @@ def slice_axis(ctx: NodeContext, x: Value, axis: int, begin: int, end: int) -> V
 def ints(array: np.ndarray | Sequence[int]) -> list[int]:
     return [int(v) for v in np.asarray(array).reshape(-1)]
 
+
+def filled(ctx: NodeContext, shape: Sequence[Dim], value: float | int | bool, dtype: str,
+           hint: str = "filled") -> Value:
+    """A tensor of ``shape`` holding ``value``: a constant, or for a shape of symbolic
+    sizes a 0-d constant expanded at run time (no constant of a run-time size exists)."""
+    if is_static(shape):
+        return ctx.const(np.full(tuple(int(d) for d in shape), value, dtype=dtype), hint=hint)
+    return ctx.add("expand", [ctx.const(np.asarray(value, dtype=dtype), hint=hint)],
+                   {"shape": list(shape)})
+
+
+def positions(ctx: NodeContext, count: Dim, dtype: str = "int64", axis: int = 0,
+              rank: int = 1) -> Value:
+    """``[0, 1, ..., count - 1]`` along ``axis`` of a tensor of ``rank`` (1 elsewhere): a
+    constant, or for a symbolic count the exclusive running sum of ones, computed at run
+    time."""
+    shape = [count if d == axis else 1 for d in range(rank)]
+    if isinstance(count, int):
+        return ctx.const(np.arange(count, dtype=dtype).reshape(shape), hint="positions")
+    ones = filled(ctx, [count], 1, dtype, hint="one")
+    counted = ctx.add("cumsum", [ones], {"axis": 0, "exclusive": 1, "reverse": 0})
+    return reshape(ctx, counted, shape)

@@ -1,5 +1,10 @@
 """Ops that make tensors from attributes, constant inputs or static shapes: Constant,
-ConstantOfShape, Range, NonZero, EyeLike, and the masks of Trilu and OneHot."""
+ConstantOfShape, Range, NonZero, EyeLike, and the masks of Trilu and OneHot.
+
+ConstantOfShape and Range also take sizes known only at run time (a mask of
+``[batch, seq]``, the positions ``0..seq-1``): those tensors are computed at run time from
+a broadcast constant, since no constant of a symbolic shape can be stored.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,12 @@ import math
 import numpy as np
 
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.symbolic import Dim, Sym, SymbolicDimError, is_static, shape_text
 
-from ..context import NodeContext
+from ..context import FOLD_LIMIT, NodeContext
 from ..dtypes import to_numpy_dtype
 from ..registry import converter
-from .common import ints, normalize_axis, reshape, slice_axis
+from .common import filled, normalize_axis, positions, reshape, slice_axis
 
 
 @converter("Constant", since=1)
@@ -34,20 +40,28 @@ def convert_constant(ctx: NodeContext) -> Value:
 
 @converter("ConstantOfShape", since=9)
 def convert_constant_of_shape(ctx: NodeContext) -> Value:
-    shape = ints(ctx.constant(0, "shape"))
+    """A constant; for a symbolic shape, the fill value expanded to it at run time."""
+    shape = ctx.dims(0, "shape")
     if any(d < 0 for d in shape):
-        raise ctx.error(f"shape {shape} has a negative dimension")
+        raise ctx.error(f"shape {shape_text(shape)} has a negative dimension")
     value = ctx.attr("value")
     fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
     if fill.size != 1:
         raise ctx.error(f"value must have one element, has {fill.size}")
-    ctx.check_constant(shape, str(fill.dtype), "the output")
-    return ctx.const(np.full(shape, fill[0], dtype=fill.dtype), hint="filled")
+    if is_static(shape):
+        ctx.check_constant(shape, str(fill.dtype), "the output")
+    return filled(ctx, shape, fill[0], str(fill.dtype))
 
 
 @converter("Range", since=11)
 def convert_range(ctx: NodeContext) -> Value:
-    start, limit, delta = (ctx.constant(i, n) for i, n in enumerate(("start", "limit", "delta")))
+    names = ("start", "limit", "delta")
+    if any(v is not None and v.uid in ctx.state.shape_values for v in ctx.inputs):
+        bounds = [ctx.dims(i, n) for i, n in enumerate(names)]
+        if any(len(b) != 1 for b in bounds):
+            raise ctx.error("start, limit and delta must be scalars")
+        return _symbolic_range(ctx, *(b[0] for b in bounds))
+    start, limit, delta = (ctx.constant(i, n) for i, n in enumerate(names))
     s, l, d = (v.reshape(-1)[0] for v in (start, limit, delta))
     if d == 0:
         raise ctx.error("delta is 0")
@@ -58,6 +72,48 @@ def convert_range(ctx: NodeContext) -> Value:
     ctx.check_constant((count,), str(start.dtype), "the output")
     values = s + np.arange(count, dtype=start.dtype) * d
     return ctx.const(values.astype(start.dtype), hint="range")
+
+
+def _symbolic_range(ctx: NodeContext, start: Dim, limit: Dim, delta: Dim) -> Value:
+    """Range over sizes known only at run time (``Range(0, seq, 1)``, the positions).
+
+    With a static count the values are a shape value (``[seq, seq + 1]``); with a
+    symbolic count they are computed at run time as ``start + delta * i``, where the
+    positions ``i`` are the exclusive running sum of ones broadcast to the count."""
+    dtype = ctx.input(0).dtype
+    if not isinstance(delta, int) or delta == 0:
+        raise SymbolicDimError(f"{ctx.where}: a range over sizes known only at run time "
+                               f"needs a constant, nonzero delta, got {delta}")
+    span = limit - start if delta > 0 else start - limit
+    count = (span + abs(delta) - 1) // abs(delta)
+    if not isinstance(count, int) and not _surely_nonnegative(count):
+        raise SymbolicDimError(f"{ctx.where}: the range from {start} to {limit} may be empty "
+                               "or not, depending on sizes known only at run time")
+    if isinstance(count, int):
+        count = max(count, 0)
+        if count > FOLD_LIMIT:
+            raise ctx.error(f"a range of {count} values over symbolic bounds is too long to "
+                            "compute when the model is compiled")
+        entries = np.empty(count, dtype=object)
+        entries[:] = [start + i * delta for i in range(count)]
+        return ctx.shape_value(entries, dtype, hint="range")
+    if isinstance(start, Sym):
+        raise SymbolicDimError(f"{ctx.where}: a range of {count} values starting at {start}, "
+                               "both known only at run time, cannot be computed: no graph op "
+                               "reads a size at run time")
+    values = positions(ctx, count, dtype)
+    if delta != 1:
+        values = ctx.add("mul", [values, ctx.const(np.asarray(delta, dtype))])
+    if start != 0:
+        values = ctx.add("add", [values, ctx.const(np.asarray(start, dtype))])
+    return values
+
+
+def _surely_nonnegative(d: Dim) -> bool:
+    try:
+        return bool(d >= 0)
+    except SymbolicDimError:
+        return False
 
 
 @converter("NonZero", since=9)
@@ -72,29 +128,48 @@ def convert_nonzero(ctx: NodeContext) -> Value:
 def convert_trilu(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     if len(x.shape) < 2:
-        raise ctx.error(f"needs an input of rank >= 2, got {list(x.shape)}")
+        raise ctx.error(f"needs an input of rank >= 2, got {shape_text(x.shape)}")
     k_given = ctx.optional_constant(1, "k")
     k = 0 if k_given is None else int(k_given.reshape(-1)[0])
     rows, cols = x.shape[-2:]
+    upper = bool(int(ctx.attr("upper", 1)))
+    zero = ctx.const(np.zeros((), dtype=x.dtype), hint="zero")
+    if not is_static((rows, cols)):  # a causal mask over [seq, seq]
+        offset = _diagonal_offsets(ctx, rows, cols)
+        kept = ctx.add("ge" if upper else "le", [offset, ctx.const(np.int64(k), hint="k")])
+        return ctx.add("where", [kept, x, zero])
     ctx.check_constant((rows, cols), "bool", "the mask")
     ones = np.ones((rows, cols), dtype=bool)
-    mask = np.triu(ones, k) if int(ctx.attr("upper", 1)) else np.tril(ones, k)
+    mask = np.triu(ones, k) if upper else np.tril(ones, k)
     if mask.all():
         return x
-    zero = ctx.const(np.zeros((), dtype=x.dtype), hint="zero")
     return ctx.add("where", [ctx.const(mask, hint="mask"), x, zero])
+
+
+def _diagonal_offsets(ctx: NodeContext, rows: Dim, cols: Dim) -> Value:
+    """``[rows, cols]`` int64, ``j - i`` at row i, column j, computed at run time: the
+    masks of a matrix of symbolic sizes, which cannot be constants."""
+    i = reshape(ctx, positions(ctx, rows), (rows, 1))
+    j = reshape(ctx, positions(ctx, cols), (1, cols))
+    return ctx.add("sub", [j, i])
 
 
 @converter("EyeLike", since=9)
 def convert_eye_like(ctx: NodeContext) -> Value:
-    """Its input only lends a (static) shape, so the result is a constant."""
+    """Its input only lends a shape: the result is a constant, or for symbolic sizes a
+    comparison of positions computed at run time."""
     x = ctx.input(0)
     if len(x.shape) != 2:
-        raise ctx.error(f"needs a 2-D input, got {list(x.shape)}")
+        raise ctx.error(f"needs a 2-D input, got {shape_text(x.shape)}")
     dtype = ctx.attr("dtype")
     np_dtype = x.dtype if dtype is None else to_numpy_dtype(int(dtype), f"{ctx.where}: dtype")
+    k = int(ctx.attr("k", 0))
+    if not is_static(x.shape):
+        diagonal = ctx.add("eq", [_diagonal_offsets(ctx, *x.shape),
+                                  ctx.const(np.int64(k), hint="k")])
+        return ctx.add("cast", [diagonal], {"dtype": np_dtype})
     ctx.check_constant(x.shape, np_dtype, "the output")
-    return ctx.const(np.eye(*x.shape, k=int(ctx.attr("k", 0)), dtype=np_dtype), hint="eye")
+    return ctx.const(np.eye(*x.shape, k=k, dtype=np_dtype), hint="eye")
 
 
 @converter("OneHot", since=9)
@@ -104,7 +179,7 @@ def convert_one_hot(ctx: NodeContext) -> Value:
     depth = int(np.asarray(ctx.constant(1, "depth")).reshape(-1)[0])
     if depth <= 0 or values.shape != (2,):
         raise ctx.error(f"needs depth > 0 and two values [off, on], got depth {depth} and "
-                        f"values of shape {list(values.shape)}")
+                        f"values of shape {shape_text(values.shape)}")
     ctx.check_constant((depth,), "int64", "the positions")
     rank = len(indices.shape) + 1
     axis = normalize_axis(ctx, int(ctx.attr("axis", -1)), rank)

@@ -12,21 +12,23 @@ from __future__ import annotations
 import numpy as np
 
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.symbolic import Dim, shape_text, static_dim
 
 from ..context import NodeContext
 from ..registry import converter
-from .common import reshape, transpose
+from ..shape_values import size_max
+from .common import filled, reshape, transpose
 
 
 def _spatial(ctx: NodeContext, x: Value) -> int:
     dims = len(x.shape) - 2
     if dims not in (1, 2):
         raise ctx.error(f"only 1-D and 2-D {ctx.op_type} are supported; the input "
-                        f"{list(x.shape)} has {dims} spatial dimension(s)")
+                        f"{shape_text(x.shape)} has {dims} spatial dimension(s)")
     return dims
 
 
-def _geometry(ctx: NodeContext, in_size: list[int], kernel: list[int]
+def _geometry(ctx: NodeContext, in_size: list[Dim], kernel: list[int]
               ) -> dict[str, list[int]]:
     """Strides, dilations and explicit pads for ``in_size`` spatial dims (1 or 2 of them)."""
     n = len(in_size)
@@ -41,9 +43,7 @@ def _geometry(ctx: NodeContext, in_size: list[int], kernel: list[int]
         pads = [0] * (2 * n)
     elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         for d in range(n):
-            out = -(-in_size[d] // strides[d])
-            total = max(0, (out - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1
-                        - in_size[d])
+            total = _same_padding(in_size[d], kernel[d], strides[d], dilations[d], auto_pad)
             small, large = total // 2, total - total // 2
             pads[d], pads[d + n] = (small, large) if auto_pad == "SAME_UPPER" else (large, small)
     elif auto_pad != "NOTSET":
@@ -52,6 +52,16 @@ def _geometry(ctx: NodeContext, in_size: list[int], kernel: list[int]
         return {"strides": [1, strides[0]], "dilations": [1, dilations[0]],
                 "pads": [0, pads[0], 0, pads[1]]}
     return {"strides": strides, "dilations": dilations, "pads": pads}
+
+
+def _same_padding(size: Dim, kernel: int, stride: int, dilation: int, auto_pad: str) -> int:
+    """The total padding of one axis under SAME_UPPER/SAME_LOWER. It is static for a
+    stride of 1 (the window's reach); for a larger stride it depends on the size modulo
+    the stride, which a symbolic size leaves open, while pads must be fixed."""
+    out = -(-size // stride)
+    total = size_max(0, (out - 1) * stride + (kernel - 1) * dilation + 1 - size)
+    return static_dim(total, f"the {auto_pad} padding of a spatial axis of size {size} with "
+                             f"stride {stride}")
 
 
 def _as_2d(ctx: NodeContext, v: Value, dims: int) -> Value:
@@ -71,10 +81,12 @@ def conv_values(ctx: NodeContext, x: Value, w: Value, bias: Value | None) -> Val
     """The node's convolution (its strides, pads, ... attributes) of ``x`` by ``w``."""
     dims = _spatial(ctx, x)
     if len(w.shape) != len(x.shape):
-        raise ctx.error(f"weight {list(w.shape)} does not match the input {list(x.shape)}")
+        raise ctx.error(f"weight {shape_text(w.shape)} does not match the input "
+                        f"{shape_text(x.shape)}")
     kernel = list(ctx.attr("kernel_shape") or w.shape[2:])
     if kernel != list(w.shape[2:]):
-        raise ctx.error(f"kernel_shape {kernel} differs from the weight's {list(w.shape[2:])}")
+        raise ctx.error(f"kernel_shape {kernel} differs from the weight's "
+                        f"{shape_text(w.shape[2:])}")
     attrs = _geometry(ctx, list(x.shape[2:]), kernel)
     attrs["groups"] = int(ctx.attr("group", 1))  # type: ignore[assignment]
     y = ctx.add("conv2d", [_as_2d(ctx, x, dims), _as_2d(ctx, w, dims)], attrs)
@@ -116,7 +128,7 @@ def _pool3d(ctx: NodeContext, x: Value, mode: str, kernel: list[int]) -> Value:
     return reshape(ctx, depth, (n, c, depth.shape[2], oh, ow))
 
 
-def _geometry3d(ctx: NodeContext, size: list[int], kernel: list[int], strides: list[int],
+def _geometry3d(ctx: NodeContext, size: list[Dim], kernel: list[int], strides: list[int],
                 dilations: list[int], pads: list[int]
                 ) -> tuple[list[int], list[int], list[int]]:
     auto_pad = ctx.attr("auto_pad", "NOTSET")
@@ -124,9 +136,7 @@ def _geometry3d(ctx: NodeContext, size: list[int], kernel: list[int], strides: l
         pads = [0] * 6
     elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         for i in range(3):
-            out = -(-size[i] // strides[i])
-            total = max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1
-                        - size[i])
+            total = _same_padding(size[i], kernel[i], strides[i], dilations[i], auto_pad)
             small, large = total // 2, total - total // 2
             pads[i], pads[i + 3] = (small, large) if auto_pad == "SAME_UPPER" else (large, small)
     return strides, dilations, pads
@@ -138,7 +148,7 @@ def _pool(ctx: NodeContext, mode: str) -> Value:
     if int(ctx.attr("storage_order", 0)):
         raise ctx.error("storage_order=1 (column-major indices) is not supported")
     if len(x.shape) - 2 != len(kernel):
-        raise ctx.error(f"kernel_shape {kernel} does not fit the input {list(x.shape)}")
+        raise ctx.error(f"kernel_shape {kernel} does not fit the input {shape_text(x.shape)}")
     dtype = x.dtype
     if not dtype.startswith("float"):
         if mode != "max" or dtype not in ("int8", "uint8", "int16", "uint16"):
@@ -253,8 +263,8 @@ def convert_conv_transpose(ctx: NodeContext) -> Value:
     x2, w2 = _as_2d(ctx, x, dims), _as_2d(ctx, w, dims)
     c_in, c_out_g, kh, kw = w2.shape
     if c_in != x2.shape[1] or c_in % groups:
-        raise ctx.error(f"weight {list(w.shape)} does not fit the input {list(x.shape)} with "
-                        f"{groups} group(s)")
+        raise ctx.error(f"weight {shape_text(w.shape)} does not fit the input "
+                        f"{shape_text(x.shape)} with {groups} group(s)")
     if (groups == 1 and strides == [kh, kw] and dilations == [1, 1] and not any(pads)
             and not any(out_pad)):
         return _from_2d(ctx, _tiles_transpose(ctx, x2, w2, bias), dims)
@@ -301,12 +311,12 @@ def convert_causal_conv_with_state(ctx: NodeContext) -> list[Value | None]:
     x, w, bias, past = (ctx.optional_input(i) for i in range(4))
     assert x is not None and w is not None
     if len(x.shape) != 3 or len(w.shape) != 3 or w.shape[1] != 1 or w.shape[0] != x.shape[1]:
-        raise ctx.error(f"needs input [B, C, L] and weight [C, 1, k], got {list(x.shape)} "
-                        f"and {list(w.shape)}")
+        raise ctx.error(f"needs input [B, C, L] and weight [C, 1, k], got {shape_text(x.shape)} "
+                        f"and {shape_text(w.shape)}")
     b, c, length = x.shape
     k = w.shape[2]
     if past is None:
-        past = ctx.const(np.zeros((b, c, k - 1), x.dtype), hint="state")
+        past = filled(ctx, (b, c, k - 1), 0, x.dtype, hint="state")
     seq = ctx.add("concat", [past, x], {"axis": 2}) if k > 1 else x
     y = ctx.add("conv2d", [reshape(ctx, seq, (b, c, 1, length + k - 1)),
                            reshape(ctx, w, (c, 1, 1, k))],
@@ -323,7 +333,7 @@ def convert_causal_conv_with_state(ctx: NodeContext) -> list[Value | None]:
         raise ctx.error(f"unknown activation {activation!r}")
     state = ctx.add("slice", [seq], {"begin": [0, 0, length], "end": [b, c, length + k - 1],
                                      "step": [1, 1, 1]}) if k > 1 else \
-        ctx.const(np.zeros((b, c, 0), x.dtype), hint="state")
+        filled(ctx, (b, c, 0), 0, x.dtype, hint="state")
     return [y, state if ctx.output_wanted(1) else None]
 
 
@@ -344,7 +354,7 @@ def convert_col2im(ctx: NodeContext) -> Value:
     n, ck, length = cols.shape
     kernel = int(np.prod(block))
     if ck % kernel or length != int(np.prod(counts)):
-        raise ctx.error(f"input {list(cols.shape)} does not hold blocks {block} of an image "
+        raise ctx.error(f"input {shape_text(cols.shape)} does not hold blocks {block} of an image "
                         f"{image} ({counts} positions)")
     c = ck // kernel
     blocks = reshape(ctx, cols, (n, c, kernel, *counts))

@@ -12,10 +12,12 @@ from collections.abc import Callable
 import numpy as np
 
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.symbolic import shape_text
 
 from ..context import NodeContext
 from ..dtypes import to_numpy_dtype
 from ..registry import converter
+from .common import filled
 
 _UNARY = {
     "Relu": "relu", "Neg": "neg", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Tanh": "tanh",
@@ -83,7 +85,7 @@ def convert_isinf(ctx: NodeContext) -> Value:
         return ctx.add("eq", [ctx.add("abs", [x]), ctx.scalar(np.inf, x)])
     if positive or negative:
         return ctx.add("eq", [x, ctx.scalar(np.inf if positive else -np.inf, x)])
-    return ctx.const(np.zeros(x.shape, dtype=bool), hint="isinf")
+    return filled(ctx, x.shape, False, "bool", hint="isinf")
 
 
 @converter("Identity", since=1)
@@ -126,7 +128,7 @@ def clip(ctx: NodeContext, x: Value, lo: Value | float | None, hi: Value | float
             if b.data is None:
                 return None
             if b.data.size != 1:
-                raise ctx.error(f"Clip bounds must be scalars, got shape {list(b.shape)}")
+                raise ctx.error(f"Clip bounds must be scalars, got shape {shape_text(b.shape)}")
             value = b.data.reshape(-1)[0].item()
         elif b is None:
             return None

@@ -14,10 +14,11 @@ from collections.abc import Callable
 import numpy as np
 
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.symbolic import math_prod, shape_text
 
 from ..context import NodeContext
 from ..registry import converter
-from .common import normalize_axis, reshape
+from .common import filled, normalize_axis, positions, reshape
 
 
 def _index(ctx: NodeContext, v: Value) -> Value:
@@ -70,18 +71,16 @@ def convert_tensor_scatter(ctx: NodeContext) -> Value:
     axis = normalize_axis(ctx, int(ctx.attr("axis", -2)), rank)
     same = all(u == p for d, (u, p) in enumerate(zip(update.shape, past.shape)) if d != axis)
     if axis == 0 or len(update.shape) != rank or not same:
-        raise ctx.error(f"needs an update shaped like the cache {list(past.shape)} but on "
-                        f"axis {axis} (after the batch), got {list(update.shape)}")
+        raise ctx.error(f"needs an update shaped like the cache {shape_text(past.shape)} but on "
+                        f"axis {axis} (after the batch), got {shape_text(update.shape)}")
     size, length = past.shape[axis], update.shape[axis]
     batch = past.shape[0]
-    w = ctx.const(np.zeros(batch, np.int64), hint="write") if given is None else \
+    w = filled(ctx, [batch], 0, "int64", hint="write") if given is None else \
         _index(ctx, given)
     if w.dtype != "int64":
         w = ctx.add("cast", [w], {"dtype": "int64"})
     w = reshape(ctx, w, [batch] + [1] * (rank - 1))
-    positions = ctx.const(np.arange(size, dtype=np.int64).reshape(
-        [size if d == axis else 1 for d in range(rank)]), hint="positions")
-    offset = ctx.add("sub", [positions, w])
+    offset = ctx.add("sub", [positions(ctx, size, axis=axis, rank=rank), w])
     if ctx.attr("mode", "linear") == "circular":
         size_c = ctx.const(np.int64(size), hint="size")
         offset = ctx.add("mod", [ctx.add("add", [offset, size_c]), size_c], {"fmod": 0})
@@ -129,7 +128,7 @@ def convert_compress(ctx: NodeContext) -> Value:
     condition = np.asarray(ctx.constant(1, "condition")).reshape(-1).astype(bool)
     axis = ctx.attr("axis")
     if axis is None:
-        x = reshape(ctx, x, (int(np.prod(x.shape, dtype=np.int64)),))
+        x = reshape(ctx, x, (math_prod(x.shape),))
         axis = 0
     axis = normalize_axis(ctx, int(axis), len(x.shape))
     if condition.size > x.shape[axis]:
@@ -145,16 +144,14 @@ def convert_reverse_sequence(ctx: NodeContext) -> Value:
     GatherElements with indices computed from the run-time lengths."""
     x, lengths = ctx.input(0), _index(ctx, ctx.input(1))
     if len(x.shape) < 2:
-        raise ctx.error(f"needs an input of rank >= 2, got {list(x.shape)}")
+        raise ctx.error(f"needs an input of rank >= 2, got {shape_text(x.shape)}")
     batch_axis = int(ctx.attr("batch_axis", 1))
     time_axis = int(ctx.attr("time_axis", 0))
     if {batch_axis, time_axis} != {0, 1}:
         raise ctx.error(f"batch_axis and time_axis must be 0 and 1, got {batch_axis}, "
                         f"{time_axis}")
     rank = len(x.shape)
-    steps = x.shape[time_axis]
-    t = ctx.const(np.arange(steps, dtype=np.int64).reshape(
-        [steps if d == time_axis else 1 for d in range(rank)]), hint="steps")
+    t = positions(ctx, x.shape[time_axis], axis=time_axis, rank=rank)
     n = lengths if lengths.dtype == "int64" else ctx.add("cast", [lengths], {"dtype": "int64"})
     n = reshape(ctx, n, [x.shape[batch_axis] if d == batch_axis else 1 for d in range(rank)])
     flipped = ctx.add("sub", [ctx.add("sub", [n, ctx.const(np.int64(1))]), t])
@@ -166,10 +163,7 @@ def convert_reverse_sequence(ctx: NodeContext) -> Value:
 def hardmax_mask(ctx: NodeContext, x: Value, axis: int) -> Value:
     """True at the first maximum along ``axis``."""
     first = ctx.add("argmax", [x], {"axis": axis, "keepdims": True})
-    n = x.shape[axis]
-    positions = ctx.const(np.arange(n, dtype=np.int64).reshape(
-        [n if d == axis else 1 for d in range(len(x.shape))]), hint="positions")
-    return ctx.add("eq", [first, positions])
+    return ctx.add("eq", [first, positions(ctx, x.shape[axis], axis=axis, rank=len(x.shape))])
 
 
 @converter("Hardmax", since=13)

@@ -5,6 +5,7 @@ matrix product is still worth emitting as MatMul by exporters) and Det (closed f
 from __future__ import annotations
 
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.symbolic import shape_text
 
 from ..context import NodeContext
 from ..registry import converter
@@ -22,7 +23,7 @@ def convert_det(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     if len(x.shape) < 2 or x.shape[-1] != x.shape[-2] or x.shape[-1] not in (1, 2, 3):
         raise ctx.error(f"determinants of 1x1, 2x2 and 3x3 matrices are supported, got "
-                        f"{list(x.shape)}")
+                        f"{shape_text(x.shape)}")
     n = x.shape[-1]
     batch = x.shape[:-2]
 

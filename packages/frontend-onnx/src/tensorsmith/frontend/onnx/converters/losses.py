@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.symbolic import shape_text
 
 from ..context import NodeContext
 from ..registry import converter
@@ -25,8 +26,8 @@ def _not(ctx: NodeContext, x: Value) -> Value:
 def _loss(ctx: NodeContext, logp: Value, target: Value, weight: Value | None, sce: bool
           ) -> Value:
     if len(logp.shape) < 2 or target.shape != (logp.shape[0], *logp.shape[2:]):
-        raise ctx.error(f"input {list(logp.shape)} and target {list(target.shape)} do not "
-                        "fit ([N, C, d...] and [N, d...])")
+        raise ctx.error(f"input {shape_text(logp.shape)} and target "
+                        f"{shape_text(target.shape)} do not fit ([N, C, d...] and [N, d...])")
     ignore = ctx.attr("ignore_index")
     reduction = str(ctx.attr("reduction", "mean"))
     if reduction not in ("none", "sum", "mean"):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import numpy as np
-
+from tensorsmith.ir.errors import ShapeError
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.ops.broadcast import broadcast_shapes
+from tensorsmith.ir.symbolic import Dim, SymbolicDimError, math_prod, shape_text
 
 from ..context import NodeContext
 from ..registry import converter
-from .common import normalize_axis, reshape, transpose
+from .common import filled, normalize_axis, reshape, transpose
 
 
 @converter("MatMul", since=1)
@@ -17,8 +18,8 @@ def convert_matmul(ctx: NodeContext) -> Value:
     since the canonical op takes rank >= 2 on both sides."""
     a, b = ctx.input(0), ctx.input(1)
     if not a.shape or not b.shape:
-        raise ctx.error(f"MatMul does not take scalars (shapes {list(a.shape)}, "
-                        f"{list(b.shape)})")
+        raise ctx.error(f"MatMul does not take scalars (shapes {shape_text(a.shape)}, "
+                        f"{shape_text(b.shape)})")
     a2 = reshape(ctx, a, (1, a.shape[0])) if len(a.shape) == 1 else a
     b2 = reshape(ctx, b, (b.shape[0], 1)) if len(b.shape) == 1 else b
     y = ctx.add("matmul", [a2, b2])
@@ -37,7 +38,7 @@ def convert_gemm(ctx: NodeContext) -> Value:
     a, b, c = ctx.input(0), ctx.input(1), ctx.optional_input(2)
     for name, v in (("A", a), ("B", b)):
         if len(v.shape) != 2:
-            raise ctx.error(f"{name} must be 2-D, got shape {list(v.shape)}")
+            raise ctx.error(f"{name} must be 2-D, got shape {shape_text(v.shape)}")
     if ctx.attr("transA", 0):
         a = transpose(ctx, a, (1, 0))
     if ctx.attr("transB", 0):
@@ -48,19 +49,22 @@ def convert_gemm(ctx: NodeContext) -> Value:
         y = ctx.add("mul", [y, ctx.scalar(alpha, y)])
     if c is not None and beta != 0.0:
         if not _broadcasts_to(c.shape, y.shape):
-            raise ctx.error(f"C of shape {list(c.shape)} does not broadcast to the result "
-                            f"{list(y.shape)}")
+            raise ctx.error(f"C of shape {shape_text(c.shape)} does not broadcast to the result "
+                            f"{shape_text(y.shape)}")
         if beta != 1.0:
             c = ctx.add("mul", [c, ctx.scalar(beta, c)])
         y = ctx.add("add", [y, c])
     return y
 
 
-def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
-    """Unidirectional broadcasting: ``shape`` stretches to ``target``, not the reverse."""
+def _broadcasts_to(shape: tuple[Dim, ...], target: tuple[Dim, ...]) -> bool:
+    """Unidirectional broadcasting: ``shape`` stretches to ``target``, not the reverse
+    (symbolic sizes only where that holds for every size, else a SymbolicDimError)."""
     try:
-        return np.broadcast_shapes(shape, target) == tuple(target)
-    except ValueError:
+        return broadcast_shapes(shape, target) == tuple(target)
+    except SymbolicDimError:
+        raise
+    except ShapeError:
         return False
 
 
@@ -74,8 +78,7 @@ def _softmax(ctx: NodeContext, log: bool, default_axis: int, flatten: bool) -> V
     if not flatten or axis == rank - 1:
         return ctx.add("softmax", [x], attrs)
     # before opset 13 the input is viewed as 2-D [prod(shape[:axis]), prod(shape[axis:])]
-    rows = int(np.prod(x.shape[:axis], dtype=np.int64))
-    flat = reshape(ctx, x, (rows, int(np.prod(x.shape[axis:], dtype=np.int64))))
+    flat = reshape(ctx, x, (math_prod(x.shape[:axis]), math_prod(x.shape[axis:])))
     y = ctx.add("softmax", [flat], {"axis": 1, "log": log})
     return reshape(ctx, y, x.shape)
 
@@ -104,7 +107,7 @@ def _mask(ctx: NodeContext, x: Value) -> Value | None:
     if not ctx.output_wanted(1):
         return None
     dtype = "bool" if ctx.opset >= 10 else x.dtype
-    return ctx.const(np.ones(x.shape, dtype=dtype), hint="mask")
+    return filled(ctx, x.shape, 1, dtype, hint="mask")
 
 
 @converter("Dropout", since=7)
@@ -131,7 +134,7 @@ def _global_pool(ctx: NodeContext, op: str) -> Value:
     x = ctx.input(0)
     if len(x.shape) < 3:
         raise ctx.error(f"needs an input of rank >= 3 (N, C, spatial...), got "
-                        f"{list(x.shape)}")
+                        f"{shape_text(x.shape)}")
     return ctx.add(op, [x], {"axes": list(range(2, len(x.shape))), "keepdims": True})
 
 

@@ -4,9 +4,8 @@ arithmetic over the canonical reductions."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.symbolic import math_prod, shape_text
 
 from ..context import NodeContext
 from ..registry import converter
@@ -71,7 +70,7 @@ def convert_batch_norm(ctx: NodeContext) -> Value | list[Value | None]:
     if int(ctx.attr("training_mode", 0)):
         return _batch_norm_training(ctx)
     if len(x.shape) < 2:
-        raise ctx.error(f"needs an input of rank >= 2 (N, C, ...), got {list(x.shape)}")
+        raise ctx.error(f"needs an input of rank >= 2 (N, C, ...), got {shape_text(x.shape)}")
     eps = float(ctx.attr("epsilon", 1e-5))
     rank = len(x.shape)
     # k = scale / sqrt(var + eps), c = bias - mean * k: on constant statistics the
@@ -102,7 +101,8 @@ def convert_instance_norm(ctx: NodeContext) -> Value:
     x, scale, bias = ctx.input(0), ctx.input(1), ctx.input(2)
     rank = len(x.shape)
     if rank < 3:
-        raise ctx.error(f"needs an input of rank >= 3 (N, C, spatial...), got {list(x.shape)}")
+        raise ctx.error(f"needs an input of rank >= 3 (N, C, spatial...), got "
+                        f"{shape_text(x.shape)}")
     y, _, _ = normalize(ctx, x, list(range(2, rank)), float(ctx.attr("epsilon", 1e-5)))
     y = ctx.add("mul", [y, _per_channel(ctx, scale, rank)])
     return ctx.add("add", [y, _per_channel(ctx, bias, rank)])
@@ -116,8 +116,8 @@ def convert_group_norm(ctx: NodeContext) -> Value:
     rank = len(x.shape)
     groups = int(ctx.required_attr("num_groups"))
     if rank < 3 or groups <= 0 or x.shape[1] % groups:
-        raise ctx.error(f"cannot split the channels of {list(x.shape)} into {groups} groups")
-    per_group = int(np.prod(x.shape[1:], dtype=np.int64)) // groups
+        raise ctx.error(f"cannot split the channels of {shape_text(x.shape)} into {groups} groups")
+    per_group = math_prod(x.shape[1:]) // groups
     grouped = reshape(ctx, _stash(ctx, x), (x.shape[0], groups, per_group))
     y, _, _ = normalize(ctx, grouped, [2], float(ctx.attr("epsilon", 1e-5)))
     y = reshape(ctx, _back(ctx, y, x.dtype), x.shape)
@@ -161,7 +161,7 @@ def convert_lrn(ctx: NodeContext) -> Value:
     sum is the sum of ``size`` shifted slices of the zero-padded squares."""
     x = ctx.input(0)
     if len(x.shape) != 4:
-        raise ctx.error(f"needs a 4-D input, got {list(x.shape)}")
+        raise ctx.error(f"needs a 4-D input, got {shape_text(x.shape)}")
     size = int(ctx.required_attr("size"))
     before, after = (size - 1) // 2, -(-(size - 1) // 2)
     squares = ctx.add("mul", [x, x])

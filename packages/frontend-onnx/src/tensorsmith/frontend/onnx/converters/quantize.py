@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.symbolic import math_prod, shape_text
 
 from ..context import NodeContext
 from ..dtypes import to_numpy_dtype
@@ -35,7 +36,7 @@ def _param(ctx: NodeContext, v: Value, shape: tuple[int, ...], axis: int, block:
         return reshape(ctx, v, ())
     if not block:
         if len(v.shape) != 1 or v.shape[0] != shape[axis]:
-            raise ctx.error(f"a per-axis parameter {list(v.shape)} does not fit axis {axis} "
+            raise ctx.error(f"a per-axis parameter {shape_text(v.shape)} does not fit axis {axis} "
                             f"of {list(shape)}")
         return reshape(ctx, v, [v.shape[0] if d == axis else 1 for d in range(len(shape))])
     index = (np.arange(shape[axis]) // block).astype(np.int64)
@@ -52,7 +53,7 @@ def _saturate(ctx: NodeContext, v: Value, dtype: str) -> Value:
 def _attrs(ctx: NodeContext, x: Value, scale: Value) -> tuple[int, int]:
     """The quantization axis (only checked where a per-axis scale needs it) and block."""
     axis = int(ctx.attr("axis", 1))
-    if int(np.prod(scale.shape)) > 1:
+    if math_prod(scale.shape) != 1:
         axis = normalize_axis(ctx, axis, len(x.shape))
     return axis, int(ctx.attr("block_size", 0))
 

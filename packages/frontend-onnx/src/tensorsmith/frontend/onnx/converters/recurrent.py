@@ -15,10 +15,11 @@ from collections.abc import Callable
 import numpy as np
 
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.symbolic import shape_text, static_dim
 
 from ..context import NodeContext
 from ..registry import converter
-from .common import reshape, slice_axis, transpose
+from .common import filled, reshape, slice_axis, transpose
 
 Activation = Callable[[NodeContext, Value], Value]
 
@@ -37,11 +38,12 @@ class _Cell:
         x = ctx.input(0)
         self.layout = int(ctx.attr("layout", 0)) if ctx.opset >= 14 else 0
         if len(x.shape) != 3:
-            raise ctx.error(f"X must be 3-D, got {list(x.shape)}")
+            raise ctx.error(f"X must be 3-D, got {shape_text(x.shape)}")
         if self.layout:  # [batch, seq, input] -> [seq, batch, input]
             x = transpose(ctx, x, (1, 0, 2))
         self.x = x
-        self.seq, self.batch, self.input_size = x.shape
+        seq, self.batch, self.input_size = x.shape
+        self.seq = static_dim(seq, "the sequence length (the steps are unrolled)")
         self.hidden = int(ctx.required_attr("hidden_size"))
         self.gates = gates
         direction = ctx.attr("direction", "forward")
@@ -84,8 +86,7 @@ class _Cell:
         """initial_h / initial_c of direction d as [batch, H], zeros when absent."""
         v = self.ctx.optional_input(index)
         if v is None:
-            return self.ctx.const(np.zeros((self.batch, self.hidden), self.x.dtype),
-                                  hint="zeros")
+            return filled(self.ctx, (self.batch, self.hidden), 0, self.x.dtype, hint="zeros")
         if self.layout:  # [batch, dirs, H]
             v = transpose(self.ctx, v, (1, 0, 2))
         return reshape(self.ctx, slice_axis(self.ctx, v, 0, d, d + 1),

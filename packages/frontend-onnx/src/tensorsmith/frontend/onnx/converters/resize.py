@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.symbolic import math_prod
 
 from .. import resize_weights as rw
 from ..context import NodeContext
@@ -79,8 +80,7 @@ def _taps(ctx: NodeContext, x: Value, axis: int, m: np.ndarray, taps: int) -> Va
 def _product(ctx: NodeContext, x: Value, axis: int, m: np.ndarray) -> Value:
     """The resized axis as a product with the whole weight matrix (many taps)."""
     out_len, in_len = m.shape
-    pre = int(np.prod(x.shape[:axis], dtype=np.int64))
-    post = int(np.prod(x.shape[axis + 1:], dtype=np.int64))
+    pre, post = math_prod(x.shape[:axis]), math_prod(x.shape[axis + 1:])
     view = reshape(ctx, x, (pre, in_len, post))
     y = ctx.add("matmul", [ctx.const(m.astype(x.dtype), hint="weights"), view])
     return reshape(ctx, y, (*x.shape[:axis], out_len, *x.shape[axis + 1:]))

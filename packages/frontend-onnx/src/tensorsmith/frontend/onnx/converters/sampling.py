@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.symbolic import shape_text
 
 from ..context import NodeContext
 from ..registry import converter
@@ -44,7 +45,7 @@ def convert_affine_grid(ctx: NodeContext) -> Value:
     spatial = size[2:]
     nd = len(spatial)
     if nd not in (2, 3) or theta.shape[1:] != (nd, nd + 1):
-        raise ctx.error(f"theta {list(theta.shape)} and size {size} do not describe a 2-D or "
+        raise ctx.error(f"theta {shape_text(theta.shape)} and size {size} do not describe a 2-D or "
                         "3-D affine grid")
     align = bool(ctx.attr("align_corners", 0))
     axes = [_positions(n, align) for n in spatial]

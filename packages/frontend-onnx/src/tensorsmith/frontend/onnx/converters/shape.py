@@ -1,9 +1,12 @@
 """Ops that move data or compute shapes: Reshape, Flatten, Transpose, (Un)Squeeze,
 Concat, Split, Slice, Gather, Expand, Tile, Pad, Shape, Size, DepthToSpace, SpaceToDepth.
 
-Shapes are static, so Shape and Size are constants, and the index arithmetic exported
-models do on them folds at import (see :mod:`..context`). Operands that say *how* to
-move data (a reshape's target, slice bounds, pads) must therefore be constants.
+Shape and Size are known when the model is compiled: constants for static shapes, shape
+values holding symbols for symbolic ones, and the index arithmetic exported models do on
+them folds at import either way (see :mod:`..context`). Operands that say *how* to move
+data (a reshape's target, slice bounds, pads) must therefore be known at compile time;
+a reshape's or expand's target, a tile's repeats, a split's sizes and a slice's starts
+and ends may hold symbolic sizes.
 """
 
 from __future__ import annotations
@@ -15,35 +18,41 @@ import numpy as np
 from tensorsmith.ir.errors import ShapeError
 from tensorsmith.ir.graph import Value
 from tensorsmith.ir.ops.broadcast import broadcast_shapes
+from tensorsmith.ir.symbolic import Dim, Sym, SymbolicDimError, is_static, math_prod, shape_text
 
 from ..context import NodeContext
 from ..registry import converter
+from ..shape_values import size_max, size_min
 from .common import ints, normalize_axes, normalize_axis, reshape, slice_axis, transpose
 
 
 @converter("Reshape", since=5)
 def convert_reshape(ctx: NodeContext) -> Value:
+    """The target may hold symbolic sizes; a -1 among them is the quotient of the sizes,
+    which must divide exactly for every value of the symbols."""
     x = ctx.input(0)
-    target = ints(ctx.constant(1, "shape"))
+    target = ctx.dims(1, "shape")
     allowzero = ctx.opset >= 14 and int(ctx.attr("allowzero", 0))
-    shape: list[int] = []
+    shape: list[Dim] = []
     for i, d in enumerate(target):
-        if d == 0 and not allowzero:
+        if isinstance(d, int) and d == 0 and not allowzero:
             if i >= len(x.shape):
-                raise ctx.error(f"shape {target} copies dim {i} (0) of an input of rank "
-                                f"{len(x.shape)}")
+                raise ctx.error(f"shape {shape_text(target)} copies dim {i} (0) of an input "
+                                f"of rank {len(x.shape)}")
             d = x.shape[i]
         shape.append(d)
     if shape.count(-1) > 1:
-        raise ctx.error(f"shape {target} has more than one -1")
+        raise ctx.error(f"shape {shape_text(target)} has more than one -1")
     if -1 in shape:
-        known = math.prod(d for d in shape if d != -1)
-        total = math.prod(x.shape)
-        if known == 0 or total % known:
-            raise ctx.error(f"cannot reshape {list(x.shape)} ({total} elements) to {target}")
-        shape[shape.index(-1)] = total // known
+        known = math_prod(d for d in shape if not (isinstance(d, int) and d == -1))
+        total = math_prod(x.shape)
+        quotient = total // known if known != 0 else 0
+        if known == 0 or quotient * known != total:
+            raise ctx.error(f"cannot reshape {shape_text(x.shape)} ({total} elements) to "
+                            f"{shape_text(target)}")
+        shape[shape.index(-1)] = quotient
     if any(d < 0 for d in shape):
-        raise ctx.error(f"shape {target} has a negative dimension other than -1")
+        raise ctx.error(f"shape {shape_text(target)} has a negative dimension other than -1")
     return reshape(ctx, x, shape)
 
 
@@ -71,13 +80,16 @@ def convert_transpose(ctx: NodeContext) -> Value:
 def _squeeze(ctx: NodeContext, axes: list[int] | None) -> Value:
     x = ctx.input(0)
     if axes is None:
+        if not is_static(x.shape):
+            raise SymbolicDimError(f"squeezing every axis of size 1 of {shape_text(x.shape)} "
+                                   "depends on sizes known only at run time; give the axes")
         drop = [d for d, n in enumerate(x.shape) if n == 1]
     else:
         drop = normalize_axes(ctx, axes, len(x.shape))
         for d in drop:
             if x.shape[d] != 1:
-                raise ctx.error(f"cannot squeeze axis {d} of shape {list(x.shape)}: its "
-                                f"size is {x.shape[d]}, not 1")
+                raise ctx.error(f"cannot squeeze axis {d} of shape {shape_text(x.shape)}: "
+                                f"its size is {x.shape[d]}, not 1")
     return reshape(ctx, x, [n for d, n in enumerate(x.shape) if d not in drop])
 
 
@@ -123,11 +135,12 @@ def convert_concat(ctx: NodeContext) -> Value:
     return ctx.add("concat", values, {"axis": axis})
 
 
-def _split_sizes(ctx: NodeContext, dim: int, split: list[int] | None) -> list[int]:
+def _split_sizes(ctx: NodeContext, dim: Dim, split: list[Dim] | None) -> list[Dim]:
     n = ctx.num_outputs
     if split is not None:
         if len(split) != n or sum(split) != dim or any(s < 0 for s in split):
-            raise ctx.error(f"split {split} does not divide an axis of {dim} into {n} parts")
+            raise ctx.error(f"split {shape_text(split)} does not divide an axis of {dim} "
+                            f"into {n} parts")
         return split
     parts = ctx.attr("num_outputs") if ctx.opset >= 18 else None
     if parts is not None:  # opset 18: equal chunks of ceil(dim / n), the last smaller
@@ -138,11 +151,12 @@ def _split_sizes(ctx: NodeContext, dim: int, split: list[int] | None) -> list[in
     return [dim // n] * n
 
 
-def _split(ctx: NodeContext, split: list[int] | None) -> list[Value]:
+def _split(ctx: NodeContext, split: list[Dim] | None) -> list[Value]:
     x = ctx.input(0)
     axis = normalize_axis(ctx, int(ctx.attr("axis", 0)), len(x.shape))
     sizes = _split_sizes(ctx, x.shape[axis], split)
-    outs, start = [], 0
+    outs: list[Value] = []
+    start: Dim = 0
     for size in sizes:
         outs.append(slice_axis(ctx, x, axis, start, start + size))
         start += size
@@ -157,35 +171,57 @@ def convert_split_v2(ctx: NodeContext) -> list[Value]:
 
 @converter("Split", since=13)
 def convert_split_v13(ctx: NodeContext) -> list[Value]:
-    given = ctx.optional_constant(1, "split")
-    return _split(ctx, None if given is None else ints(given))
+    return _split(ctx, ctx.optional_dims(1, "split"))
 
 
-def slice_bounds(dim: int, start: int, end: int, step: int) -> tuple[int, int]:
+PAST_END = 2**48
+"""No dim reaches this (a tensor holds at most 2**48 bytes), so a slice bound beyond it
+(exporters write INT64_MAX for "to the end") is past the end of any axis, symbolic or not."""
+
+
+def slice_bounds(dim: Dim, start: Dim, end: Dim, step: int) -> tuple[Dim, Dim]:
     """ONNX Slice's clamping: negative indices count from the end; a forward slice clamps
     to [0, dim], a backward one to [0, dim - 1] for the start and [-1, dim - 1] for the
-    end (-1 meaning "through index 0")."""
-    if start < 0:
-        start += dim
-    if end < 0:
-        end += dim
+    end (-1 meaning "through index 0"). With symbolic sizes the clamps are decided where
+    every size agrees (``-1`` is ``seq - 1``), else kept as ``min``/``max`` of sizes."""
+    if isinstance(dim, int) and isinstance(start, int) and isinstance(end, int):
+        if start < 0:
+            start += dim
+        if end < 0:
+            end += dim
+        if step > 0:
+            return min(max(start, 0), dim), min(max(end, 0), dim)
+        if dim == 0:
+            return 0, 0
+        return min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
     if step > 0:
-        return min(max(start, 0), dim), min(max(end, 0), dim)
-    if dim == 0:
+        return _clamp(start, dim, 0, dim), _clamp(end, dim, 0, dim)
+    if isinstance(dim, int) and dim == 0:
         return 0, 0
-    return min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+    return _clamp(start, dim, 0, dim - 1), _clamp(end, dim, -1, dim - 1)
 
 
-def _slice(ctx: NodeContext, starts: list[int], ends: list[int], axes: list[int] | None,
+def _clamp(index: Dim, dim: Dim, lo: Dim, hi: Dim) -> Dim:
+    """``index`` (negative counts from the end of ``dim``) clamped to [lo, hi]."""
+    if isinstance(index, int) and abs(index) >= PAST_END:
+        return hi if index > 0 else lo
+    if index < 0:
+        index = index + dim
+    return size_min(size_max(index, lo), hi)
+
+
+def _slice(ctx: NodeContext, starts: list[Dim], ends: list[Dim], axes: list[int] | None,
            steps: list[int] | None) -> Value:
     x = ctx.input(0)
     rank = len(x.shape)
     axes = list(range(len(starts))) if axes is None else axes
     steps = [1] * len(starts) if steps is None else steps
     if not len(starts) == len(ends) == len(axes) == len(steps):
-        raise ctx.error(f"starts {starts}, ends {ends}, axes {axes} and steps {steps} "
-                        "differ in length")
-    begin, end, step = [0] * rank, list(x.shape), [1] * rank
+        raise ctx.error(f"starts {shape_text(starts)}, ends {shape_text(ends)}, axes {axes} "
+                        f"and steps {steps} differ in length")
+    begin: list[Dim] = [0] * rank
+    end: list[Dim] = list(x.shape)
+    step = [1] * rank
     for a, s, e, k in zip(normalize_axes(ctx, axes, rank), starts, ends, steps):
         if k == 0:
             raise ctx.error(f"step 0 on axis {a}")
@@ -207,7 +243,7 @@ def convert_slice_v1(ctx: NodeContext) -> Value:
 def convert_slice_v10(ctx: NodeContext) -> Value:
     axes = ctx.optional_constant(3, "axes")
     steps = ctx.optional_constant(4, "steps")
-    return _slice(ctx, ints(ctx.constant(1, "starts")), ints(ctx.constant(2, "ends")),
+    return _slice(ctx, ctx.dims(1, "starts"), ctx.dims(2, "ends"),
                   None if axes is None else ints(axes), None if steps is None else ints(steps))
 
 
@@ -215,8 +251,10 @@ def convert_slice_v10(ctx: NodeContext) -> Value:
 def convert_gather(ctx: NodeContext) -> Value:
     data, indices = ctx.input(0), ctx.input(1)
     axis = normalize_axis(ctx, int(ctx.attr("axis", 0)), len(data.shape))
+    n = data.shape[axis]
+    if indices.data is not None and isinstance(n, Sym):
+        return _gather_symbolic_axis(ctx, data, indices.data.astype(np.int64), axis)
     if indices.data is not None:
-        n = data.shape[axis]
         idx = indices.data.astype(np.int64)
         if idx.size and (idx.min() < -n or idx.max() >= n):
             raise ctx.error(f"indices {idx.reshape(-1).tolist()[:8]} are out of range for "
@@ -225,14 +263,42 @@ def convert_gather(ctx: NodeContext) -> Value:
     return ctx.add("gather", [data, indices], {"axis": axis})
 
 
+def _gather_symbolic_axis(ctx: NodeContext, data: Value, idx: np.ndarray, axis: int) -> Value:
+    """Constant indices into an axis of symbolic size ``n``: a negative one is ``n + i``,
+    known only at run time, so one index (``x[:, -1]``, the last token) becomes a slice;
+    non-negative ones stay a gather, whose range the run-time index checks test."""
+    n = data.shape[axis]
+    if idx.size == 0 or idx.min() >= 0:
+        return ctx.add("gather", [data, ctx.const(idx, hint="indices")], {"axis": axis})
+    if idx.size != 1:
+        raise SymbolicDimError(f"negative indices {idx.reshape(-1).tolist()[:8]} into axis "
+                               f"{axis} of size {n}, known only at run time, are taken one "
+                               "at a time only")
+    i = int(idx.reshape(-1)[0])
+    begin = i + n
+    try:
+        inside = bool(begin >= 0)
+    except SymbolicDimError:
+        inside = False
+    if not inside:
+        raise SymbolicDimError(f"index {i} is inside axis {axis} of size {n} only for some "
+                               "sizes known at run time")
+    picked = slice_axis(ctx, data, axis, begin, begin + 1)
+    shape = [*data.shape[:axis], *idx.shape, *data.shape[axis + 1:]]
+    return reshape(ctx, picked, shape)
+
+
 @converter("Expand", since=8)
 def convert_expand(ctx: NodeContext) -> Value:
     x = ctx.input(0)
-    target = ints(ctx.constant(1, "shape"))
+    target = ctx.dims(1, "shape")
     try:  # not np.broadcast_shapes: it allocates, and fails on sizes no array can have
         shape = broadcast_shapes(x.shape, target)
+    except SymbolicDimError as e:
+        raise SymbolicDimError(f"{ctx.where}: cannot expand {shape_text(x.shape)} to "
+                               f"{shape_text(target)}: {e}") from None
     except ShapeError as e:
-        raise ctx.error(f"cannot expand {list(x.shape)} to {target}: {e}") from None
+        raise ctx.error(f"cannot expand {shape_text(x.shape)} to {target}: {e}") from None
     return x if shape == x.shape else ctx.add("expand", [x], {"shape": list(shape)})
 
 
@@ -241,9 +307,10 @@ def convert_tile(ctx: NodeContext) -> Value:
     """Tiling is an expand of an interleaved view: [a, b] by [r, s] is
     reshape([1, a, 1, b]) -> expand([r, a, s, b]) -> reshape([r*a, s*b])."""
     x = ctx.input(0)
-    repeats = ints(ctx.constant(1, "repeats"))
+    repeats = ctx.dims(1, "repeats")
     if len(repeats) != len(x.shape) or any(r < 0 for r in repeats):
-        raise ctx.error(f"repeats {repeats} do not fit an input of shape {list(x.shape)}")
+        raise ctx.error(f"repeats {shape_text(repeats)} do not fit an input of shape "
+                        f"{shape_text(x.shape)}")
     if all(r == 1 for r in repeats):
         return x
     view = reshape(ctx, x, [d for n in x.shape for d in (1, n)])
@@ -267,7 +334,7 @@ def _pad(ctx: NodeContext, pads: list[int], value: float, axes: list[int] | None
         begin = [max(-b, 0) for b in before]
         end = [n - max(-a, 0) for n, a in zip(x.shape, after)]
         if any(e < b for b, e in zip(begin, end)):
-            raise ctx.error(f"pads {pads} crop more than the input {list(x.shape)} has")
+            raise ctx.error(f"pads {pads} crop more than the input {shape_text(x.shape)} has")
         x = ctx.add("slice", [x], {"begin": begin, "end": end, "step": [1] * rank})
         before, after = [max(b, 0) for b in before], [max(a, 0) for a in after]
     if not any(before) and not any(after):
@@ -292,15 +359,25 @@ def convert_pad_v11(ctx: NodeContext) -> Value:
 
 @converter("Shape", since=1)
 def convert_shape(ctx: NodeContext) -> Value:
+    """A constant, or a shape value where the shape holds symbolic sizes."""
     dims = list(ctx.input(0).shape)
     if ctx.opset >= 15:  # start/end slice the shape, clamped like Python slicing
         dims = dims[int(ctx.attr("start", 0)):ctx.attr("end")]
-    return ctx.const(np.asarray(dims, dtype=np.int64), hint="shape")
+    if is_static(dims):
+        return ctx.const(np.asarray(dims, dtype=np.int64), hint="shape")
+    entries = np.empty(len(dims), dtype=object)
+    entries[:] = dims
+    return ctx.shape_value(entries, "int64", hint="shape")
 
 
 @converter("Size", since=1)
 def convert_size(ctx: NodeContext) -> Value:
-    return ctx.const(np.int64(math.prod(ctx.input(0).shape)), hint="size")
+    size = math_prod(ctx.input(0).shape)
+    if isinstance(size, int):
+        return ctx.const(np.int64(size), hint="size")
+    entries = np.empty((), dtype=object)
+    entries[()] = size
+    return ctx.shape_value(entries, "int64", hint="size")
 
 
 @converter("DepthToSpace", since=1)
@@ -308,7 +385,8 @@ def convert_depth_to_space(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     b = int(ctx.required_attr("blocksize"))
     if len(x.shape) != 4 or x.shape[1] % (b * b):
-        raise ctx.error(f"needs [N, C, H, W] with C divisible by {b * b}, got {list(x.shape)}")
+        raise ctx.error(f"needs [N, C, H, W] with C divisible by {b * b}, got "
+                        f"{shape_text(x.shape)}")
     n, c, h, w = x.shape
     if ctx.attr("mode", "DCR") == "CRD":
         y = reshape(ctx, x, (n, c // (b * b), b, b, h, w))
@@ -325,7 +403,7 @@ def convert_space_to_depth(ctx: NodeContext) -> Value:
     b = int(ctx.required_attr("blocksize"))
     if len(x.shape) != 4 or x.shape[2] % b or x.shape[3] % b:
         raise ctx.error(f"needs [N, C, H, W] with H and W divisible by {b}, got "
-                        f"{list(x.shape)}")
+                        f"{shape_text(x.shape)}")
     n, c, h, w = x.shape
     y = reshape(ctx, x, (n, c, h // b, b, w // b, b))
     if ctx.attr("mode", "DCR") == "CRD":  # the attribute exists from opset 28

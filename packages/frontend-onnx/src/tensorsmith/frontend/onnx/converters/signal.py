@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.symbolic import shape_text, static_dim
 
 from ..context import NodeContext
 from ..dtypes import to_numpy_dtype
@@ -98,7 +99,7 @@ def dft(ctx: NodeContext, x: Value, axis: int, length: int, inverse: bool, onesi
         ) -> Value:
     """ONNX's DFT of ``x`` ([..., 1] real or [..., 2] complex) along ``axis``."""
     rank = len(x.shape)
-    n = x.shape[axis]
+    n = static_dim(x.shape[axis], "the length a DFT transforms")
     perm = [d for d in range(rank - 1) if d != axis] + [rank - 1, axis]
     moved = transpose(ctx, ctx.add("cast", [x], {"dtype": "float64"}), perm)  # [..., c, n]
     n_in = min(n, length) if not (inverse and onesided) else min(n, length // 2 + 1)
@@ -146,7 +147,8 @@ def convert_dft(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     rank = len(x.shape)
     if rank < 2 or x.shape[-1] not in (1, 2):
-        raise ctx.error(f"needs [..., 1] (real) or [..., 2] (complex) input, got {list(x.shape)}")
+        raise ctx.error(f"needs [..., 1] (real) or [..., 2] (complex) input, got "
+                        f"{shape_text(x.shape)}")
     if ctx.opset >= 20:
         given = ctx.optional_constant(2, "axis")
         axis = -2 if given is None else int(np.asarray(given).reshape(-1)[0])
@@ -174,7 +176,7 @@ def convert_stft(ctx: NodeContext) -> Value:
     window = ctx.optional_input(2)
     given = ctx.optional_constant(3, "frame_length")
     if len(x.shape) != 3 or x.shape[2] not in (1, 2):
-        raise ctx.error(f"needs a signal [batch, length, 1 or 2], got {list(x.shape)}")
+        raise ctx.error(f"needs a signal [batch, length, 1 or 2], got {shape_text(x.shape)}")
     length = int(np.asarray(given).reshape(-1)[0]) if given is not None else \
         (window.shape[0] if window is not None else 0)
     if length <= 0 or step <= 0:

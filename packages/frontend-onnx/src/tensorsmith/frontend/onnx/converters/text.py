@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.symbolic import shape_text
 
 from ..context import NodeContext
 from ..registry import converter
@@ -23,7 +24,7 @@ def convert_tfidf_vectorizer(ctx: NodeContext) -> Value:
     if ctx.attr("pool_strings") is not None:
         raise ctx.error("string pools are not supported (integer tokens only)")
     if len(x.shape) not in (1, 2):
-        raise ctx.error(f"needs [C] or [B, C] tokens, got {list(x.shape)}")
+        raise ctx.error(f"needs [C] or [B, C] tokens, got {shape_text(x.shape)}")
     pool = [int(v) for v in ctx.required_attr("pool_int64s")]
     starts = [int(v) for v in ctx.required_attr("ngram_counts")] + [len(pool)]
     indexes = [int(v) for v in ctx.required_attr("ngram_indexes")]
