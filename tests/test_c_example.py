@@ -111,3 +111,25 @@ def test_makefile_uses_the_documented_command() -> None:
     makefile = (EXAMPLE / "Makefile").read_text()
     assert "run_model.c -o run_model -ldl" in makefile
     assert "get_include()" in makefile
+
+
+def test_c_program_runs_a_dynamic_batch_at_the_shape_given(program, tmp_path) -> None:
+    """A ResNet whose batch is symbolic: --shape sizes the input, the outputs come back at
+    the batch of the run, identical to the Python runtime's, and a wrong rank is the
+    library's error."""
+    model = resnet18(opset=17, batch="batch", image=32)
+    mod, params = from_onnx(model)
+    artifact = tmp_path / "dynamic.so"
+    build(mod, target="llvm", params=params).export_library(artifact)
+    feeds = sample_inputs(model, seed=5, dims={"batch": 3})
+    feeds["input"].tofile(tmp_path / "x.bin")
+    proc = run_program(program, artifact, tmp_path / "x.bin", "--shape", "0:3,3,32,32",
+                       "--out-dir", tmp_path / "out")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "input  0 input float32[3,3,32,32]" in proc.stdout
+    with rt.load(artifact, num_threads=THREADS) as module:
+        (want,) = module.run(feeds)
+    got = np.fromfile(tmp_path / "out" / "logits.bin", dtype=np.float32)
+    assert want.shape == (3, 1000) and np.array_equal(got.reshape(want.shape), want)
+    bad = run_program(program, artifact, tmp_path / "x.bin", "--shape", "0:3,3,32")
+    assert bad.returncode == 1 and "has 4 axes, got a shape of 3" in bad.stderr, bad.stderr

@@ -1,7 +1,8 @@
 /*
  * run_model.c -- run a tensorsmith CPU artifact from C, with no Python.
  *
- *     run_model MODEL.so IN0.bin [IN1.bin ...] [--out-dir DIR] [--repeat N]
+ *     run_model MODEL.so IN0.bin [IN1.bin ...] [--shape I:D0,D1,...] [--out-dir DIR]
+ *               [--repeat N]
  *
  * The artifact is opened with dlopen() at run time, so one program runs any model: it
  * asks the library for its inputs and outputs (names, dtypes, shapes, byte counts) through
@@ -10,6 +11,9 @@
  * `array.tofile(path)` writes); each output is written the same way to DIR/<name>.bin
  * (DIR is created if it does not exist).
  * With --repeat N the model runs N more times and the mean and best latency are printed.
+ * A model with dynamic shapes (sizes known only at run time, such as a batch) takes each
+ * input at the shape that --shape I:D0,D1,... gives input I (through
+ * tsm_model_set_input_shape); its outputs have the shapes that run computed.
  *
  * Build (the header's directory comes from the Python package, or copy the header):
  *     cc -O2 -I "$(python -c 'import tensorsmith.runtime as rt; print(rt.get_include())')" \
@@ -51,8 +55,10 @@ static const char *program = "run_model";
 
 static int usage(void) {
   fprintf(stderr,
-          "usage: %s MODEL.so IN0.bin [IN1.bin ...] [--out-dir DIR] [--repeat N]\n"
+          "usage: %s MODEL.so IN0.bin [IN1.bin ...] [--shape I:D0,D1,...] [--out-dir DIR]\n"
+          "          [--repeat N]\n"
           "  runs a tensorsmith CPU artifact; input i is the raw bytes of the i-th file,\n"
+          "  at the shape --shape gives input I where the model's sizes are dynamic;\n"
           "  each output is written to DIR/<output name>.bin\n",
           program);
   return 2;
@@ -164,6 +170,24 @@ static int file_name(char *out, size_t room, const char *dir, const char *name) 
   return 0;
 }
 
+/* "I:D0,D1,..." into *index, shape and *ndim; -1 if malformed. */
+static int parse_shape(const char *text, int *index, int64_t *shape, int *ndim) {
+  char *end;
+  long i = strtol(text, &end, 10);
+  if (end == text || *end != ':' || i < 0) return -1;
+  *index = (int)i;
+  *ndim = 0;
+  const char *p = end + 1;
+  while (*p != '\0') {
+    if (*ndim == MAX_NDIM) return -1;
+    long long d = strtoll(p, &end, 10);
+    if (end == p || d < 0 || (*end != ',' && *end != '\0')) return -1;
+    shape[(*ndim)++] = (int64_t)d;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return 0;
+}
+
 static double now_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -173,11 +197,14 @@ static double now_ms(void) {
 int main(int argc, char **argv) {
   const char *model_path = NULL, *out_dir = NULL;
   const char **input_paths = calloc((size_t)argc, sizeof(char *));
-  int num_files = 0;
+  const char **shape_texts = calloc((size_t)argc, sizeof(char *));
+  int num_files = 0, num_shapes = 0;
   long repeat = 0;
-  if (input_paths == NULL) return 1;
+  if (input_paths == NULL || shape_texts == NULL) return 1;
   for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--out-dir") == 0 && i + 1 < argc) {
+    if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
+      shape_texts[num_shapes++] = argv[++i];
+    } else if (strcmp(argv[i], "--out-dir") == 0 && i + 1 < argc) {
       out_dir = argv[++i];
     } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
       char *end;
@@ -230,6 +257,29 @@ int main(int argc, char **argv) {
     }
     status = 2;
     goto done;
+  }
+
+  /* Shapes first: a model with dynamic shapes sizes its inputs from them. The function is
+     looked up only when needed, so libraries older than it still run without --shape. */
+  for (int k = 0; k < num_shapes; ++k) {
+    int index, ndim;
+    if (parse_shape(shape_texts[k], &index, shape, &ndim) != 0) {
+      fprintf(stderr, "%s: --shape %s: expected I:D0,D1,... (input index, sizes)\n", program,
+              shape_texts[k]);
+      status = 2;
+      goto done;
+    }
+    int (*set_shape)(void *, int, int, const int64_t *);
+    *(void **)(&set_shape) = dlsym(lib, "tsm_model_set_input_shape");
+    if (set_shape == NULL) {
+      fprintf(stderr, "%s: '%s' predates dynamic shapes: it takes no --shape\n", program,
+              model_path);
+      goto done;
+    }
+    if (set_shape(model, index, ndim, shape) != 0) {
+      fprintf(stderr, "%s: --shape %s: %s\n", program, shape_texts[k], api.tsm_last_error());
+      goto done;
+    }
   }
 
   /* Inputs: the library checks the byte count and says what it expected. */
@@ -321,5 +371,6 @@ done:
   api.tsm_model_destroy(model);
   dlclose(lib);
   free(input_paths);
+  free(shape_texts);
   return status;
 }

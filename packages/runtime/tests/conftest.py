@@ -134,13 +134,8 @@ def build_test_model(directory: Path) -> BuiltModel:
     params[4032:] = b.view(np.uint8)
     params_id = bytes(range(7, 7 + PARAMS_ID_BYTES))
     metadata = model_metadata()
-    # The library carries the metadata too (tsm_artifact_metadata), as bytes: no escaping.
-    raw = json.dumps(metadata).encode()
-    array = ", ".join(str(byte) for byte in [*raw, 0])
-    (directory / "metadata.h").write_text(
-        f"static const char metadata_json[] = {{{array}}};\n"
-        f"#define PARAMS_ID {{{', '.join(map(str, params_id))}}}\n"
-    )
+    write_metadata_header(directory, metadata,
+                          f"#define PARAMS_ID {{{', '.join(map(str, params_id))}}}\n")
     library = link_library(
         directory / "lib.so",
         [TEST_CSRC / "model_plan.c", TEST_CSRC / "model_kernels.c"],
@@ -223,13 +218,20 @@ class DynamicModel:
         return [r.astype(np.float32), p.astype(np.float32)]
 
 
+def write_metadata_header(directory: Path, metadata: dict, extra: str = "") -> None:
+    """metadata.h for a hand-written plan: the library carries the metadata too
+    (tsm_artifact_metadata), as bytes, so nothing needs escaping."""
+    raw = json.dumps(metadata).encode()
+    array = ", ".join(str(byte) for byte in [*raw, 0])
+    (directory / "metadata.h").write_text(
+        f"static const char metadata_json[] = {{{array}}};\n{extra}")
+
+
 def build_dynamic_model(directory: Path) -> DynamicModel:
     """Build csrc/dynamic_*.c into a library and wrap it as an artifact (no weights)."""
     directory.mkdir(parents=True, exist_ok=True)
     metadata = dynamic_metadata()
-    raw = json.dumps(metadata).encode()
-    array = ", ".join(str(byte) for byte in [*raw, 0])
-    (directory / "metadata.h").write_text(f"static const char metadata_json[] = {{{array}}};\n")
+    write_metadata_header(directory, metadata)
     library = link_library(
         directory / "lib.so",
         [TEST_CSRC / "dynamic_plan.c", TEST_CSRC / "dynamic_kernels.c"],
