@@ -15,7 +15,7 @@ from tensorsmith.ir.lowering import (
     lower_group,
 )
 from tensorsmith.ir.passes import fuse_ops
-from tensorsmith.ir.schedules import default_schedule, rule_knobs, schedule_gpu
+from tensorsmith.ir.schedules import default_schedule, rule_knobs
 from tensorsmith.ir.symbolic import symbol
 from tensorsmith.ir.te.dispatch import split_dispatches
 from tensorsmith.ir.te.evaluate import run_func

@@ -32,7 +32,8 @@ def split_dispatches(func: PrimFunc) -> list[Dispatch]:
     stages = func.body.stmts if isinstance(func.body, Seq) else [func.body]
     out = []
     for i, stage in enumerate(stages):
-        grid, wg = [1, 1, 1], [1, 1, 1]
+        grid: list[int | Expr] = [1, 1, 1]
+        wg = [1, 1, 1]
         blocks: dict[str, Var] = {}
         threads: dict[str, Var] = {}
         body = stage
@@ -44,6 +45,10 @@ def split_dispatches(func: PrimFunc) -> list[Dispatch]:
                 grid[slot] = body.extent
                 blocks[axis] = body.var
             else:
+                if not isinstance(body.extent, int):  # the schedules never bind one so
+                    raise ValueError(f"{func.name}: loop {body.var.name} is bound to "
+                                     f"{body.kind} over a run-time extent; a workgroup's "
+                                     "size is fixed when its pipeline is built")
                 wg[slot] = body.extent
                 threads[axis] = body.var
             body = body.body
