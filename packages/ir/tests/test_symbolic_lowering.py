@@ -15,7 +15,7 @@ from tensorsmith.ir.lowering import (
     lower_group,
 )
 from tensorsmith.ir.passes import fuse_ops
-from tensorsmith.ir.schedules import default_schedule, rule_knobs, schedule_gpu
+from tensorsmith.ir.schedules import default_schedule, rule_knobs
 from tensorsmith.ir.symbolic import symbol
 from tensorsmith.ir.te.dispatch import split_dispatches
 from tensorsmith.ir.te.evaluate import run_func
@@ -193,19 +193,27 @@ def test_the_knobs_of_a_dynamic_kernel_are_asked() -> None:
 
 
 # -- what other targets and the tuner do with such kernels -----------------------------
-def test_gpu_targets_refuse_dynamic_kernels_with_a_clear_error() -> None:
-    x = te.placeholder((B, 8), name="x")
-    y = te.compute((B, 8), lambda i, j: x[i, j] + 1.0, name="y")
-    with pytest.raises(ModelError, match=r"dynamic shapes run on the llvm target so far.*"
-                                         r"--input-shape"):
-        schedule_gpu([y])
+def test_gpu_kernels_take_run_time_extents_in_their_workgroup_counts_only() -> None:
+    """The GPU rules, sized on the stand-in, replay on the symbolic kernel: the workgroup
+    size stays fixed, the workgroup count is an expression of the sizes."""
     b = GraphBuilder()
     (group,) = fuse_ops(b.finish([b.add1("exp", [b.input("x", (B, 8), F)])]))
-    with pytest.raises(ModelError, match="batch"):
-        lower_group(group, "k", default_schedule("vulkan"))
-    cpu = lower_group(group, "k", default_schedule("llvm"))
-    with pytest.raises(ModelError, match="llvm target"):
-        split_dispatches(cpu)
+    func = lower_group(group, "k", default_schedule("vulkan"))
+    assert func.attrs["symbols"] == ("batch",)
+    (d,) = split_dispatches(func)
+    assert d.workgroup == (64, 1, 1)
+    assert not isinstance(d.grid[0], int) and d.grid[1:] == (1, 1)
+
+
+def test_opencl_refuses_dynamic_kernels_with_a_clear_error() -> None:
+    from tensorsmith.codegen.opencl.emit import emit_program
+
+    b = GraphBuilder()
+    (group,) = fuse_ops(b.finish([b.add1("exp", [b.input("x", (B, 8), F)])]))
+    func = lower_group(group, "k", default_schedule("opencl"))
+    with pytest.raises(ModelError, match=r"dynamic shapes run on the llvm and vulkan targets "
+                                         r"so far.*--input-shape"):
+        emit_program([func])
 
 
 def test_a_symbolic_batch_takes_the_fast_convolution_of_one_image() -> None:

@@ -44,7 +44,7 @@ class Declared:
 @dataclass(frozen=True)
 class GpuDispatch:
     name: str
-    grid: Triple
+    grid: tuple[int | str, int | str, int | str]  # a size's text: counted per run
     workgroup: Triple
     #: (parameter number, index into the step's args) of each binding; None: the kernel
     #: takes every step argument, in order (OpenCL).
@@ -60,13 +60,14 @@ class GpuStep:
 
 
 def refuse_dynamic_shapes(path: Path, plan: Plan, device: str) -> None:
-    """Refuse a plan with sizes known only at run time: placing its buffers per shape and
-    passing the sizes to the kernels is the CPU library's work so far."""
+    """Refuse a plan with sizes known only at run time on a runtime that does not place
+    buffers per shape yet (OpenCL)."""
     if plan.is_symbolic:
         raise DeviceError(
             f"artifact '{path}' has dynamic shapes (sizes known only at run time: "
-            f"{', '.join(plan.symbols)}), which run on the CPU so far, not on {device}: "
-            "compile the model for target 'llvm', or fix its sizes with --input-shape (or "
+            f"{', '.join(plan.symbols)}), which run on the CPU and Vulkan so far, not on "
+            f"{device}: compile the model for target 'llvm' or 'vulkan', or fix its sizes "
+            "with --input-shape (or "
             "from_onnx(shapes=...)) to run it here")
 
 
@@ -100,7 +101,7 @@ def _check_buffer(path: Path, index: int, b: Buffer, params_bytes: int,
 
 def _check_dispatch(path: Path, step: GpuStep, d: GpuDispatch, max_grid: int | None) -> None:
     where = f"dispatch {d.name} of step {step.name!r}"
-    if max_grid is not None and any(g > max_grid for g in d.grid):
+    if max_grid is not None and any(isinstance(g, int) and g > max_grid for g in d.grid):
         raise _bad(path, f"{where} has grid {list(d.grid)}, beyond the {max_grid} workgroups "
                          "per axis the compiler emits")
     if d.declared.workgroup is not None and d.workgroup != d.declared.workgroup:

@@ -17,7 +17,8 @@ A plan whose graph has sizes known only at run time (``symbols``: ``batch``, ``s
 names them, writes those sizes as expressions of them (``"batch"``, ``"seq + 1"``), and
 leaves the workspace buffers whose size depends on them to the executor, which places
 them once it knows the symbols (docs/artifact.md, "Dynamic shapes"). The CPU library does
-that; the GPU executors refuse such a plan for now.
+that, and so does the Vulkan executor (shapes.py, vulkan/shaped.py); the OpenCL one
+refuses such a plan for now.
 """
 
 from __future__ import annotations

@@ -72,6 +72,16 @@ class Program:
     extensions: list[str] = field(default_factory=list)
 
 
+def refuse_sizes(func: PrimFunc) -> None:
+    """Refuse a kernel with run-time sizes: passing them to OpenCL kernels and computing
+    the launches per run is not done yet for this target."""
+    if func.attrs.get("symbols"):
+        raise ModelError(f"kernel {func.name} has sizes known only at run time "
+                         f"({', '.join(func.attrs['symbols'])}): dynamic shapes run on the "
+                         "llvm and vulkan targets so far; fix them with --input-shape (or "
+                         "--dim)")
+
+
 def emit_program(funcs: list[PrimFunc], header: str = "") -> Program:
     """Emit all functions into one program; dispatches of a function run in list order."""
     helpers = Helpers()
@@ -79,6 +89,7 @@ def emit_program(funcs: list[PrimFunc], header: str = "") -> Program:
     kernels: list[str] = []
     table: dict[str, list[dict[str, Any]]] = {}
     for func in funcs:
+        refuse_sizes(func)
         table[func.name] = []
         for dispatch in split_dispatches(func):
             writer = _KernelWriter(func, dispatch, helpers, dtypes)

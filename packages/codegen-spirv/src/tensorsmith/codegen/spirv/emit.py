@@ -6,9 +6,14 @@ Conventions (the contract with the runtime and with docs/spirv-manifest.md):
   ``struct { T data[]; }`` of the parameter's element type. Only the parameters a
   dispatch touches are declared; read-only ones are decorated NonWritable, all Restrict
   (the memory plan never lets two live tensors overlap).
+* A kernel with run-time sizes (``attrs["symbols"]``) reads them from the binding after
+  its parameters (the plan's symbols buffer: int64 values in that order), as the low
+  int32 word of each: the runtime keeps every run-time size within int32 (ranges.py).
+  Each dispatch loads the values it uses once, at its entry.
 * ``blockIdx.*`` variables read ``WorkgroupId``, ``threadIdx.*`` ``LocalInvocationId``.
   A grid wider than 65535 workgroups (the Vulkan minimum of maxComputeWorkGroupCount) is
-  folded into x and y, with a guard for the extra workgroups.
+  folded into x and y, with a guard for the extra workgroups. A workgroup count of
+  run-time size along x is always folded that way (its count is only known per run).
 * Values live in 32-bit registers whatever their storage: bool/int8/uint8/int16 load
   into int32 (bool into OpTypeBool), float16 into float32; stores convert back. Only
   int64 and float64 data use 64-bit registers; int64 indices are narrowed to int32 where
@@ -24,8 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tensorsmith.ir.errors import TargetError
+from tensorsmith.ir.symbolic import Dim, dim_min
 from tensorsmith.ir.te.dispatch import Dispatch
-from tensorsmith.ir.te.expr import Binary, Call, Cast, Const, Expr, Load, Select, Var
+from tensorsmith.ir.te.expr import Binary, Call, Cast, Const, Expr, Load, Select, SymVar, Var
 from tensorsmith.ir.te.stmt import (
     Allocate,
     Barrier,
@@ -37,6 +43,7 @@ from tensorsmith.ir.te.stmt import (
     Stmt,
     Store,
 )
+from tensorsmith.ir.te.symbols import dim_of
 from tensorsmith.ir.te.visit import stmt_exprs, walk, walk_stmts
 
 from . import mathlib
@@ -93,7 +100,8 @@ class SpirvModule:
     name: str
     entry_point: str
     binary: bytes
-    grid: tuple[int, int, int]
+    #: workgroup counts; a dim of run-time sizes where they depend on them
+    grid: tuple[Dim, Dim, Dim]
     workgroup_size: tuple[int, int, int]
     bindings: list[Binding]
     capabilities: list[str]
@@ -145,6 +153,7 @@ class DispatchEmitter:
         d = self.dispatch
         bindings = self._declare_params()
         fid, self.fb = self.m.function()
+        bindings += self._load_sizes()
         grid, body = self._bind_ids()
         self.stmt(body)
         self.m.end_function(fid, self.fb)
@@ -154,6 +163,7 @@ class DispatchEmitter:
         local = (max(d.workgroup[0], 1), max(d.workgroup[1], 1), max(d.workgroup[2], 1))
         if 0 in d.grid or 0 in d.workgroup:
             grid = (0, 0, 0)
+        grid = (dim_of(grid[0]), dim_of(grid[1]), dim_of(grid[2]))
         self.m.entry_point(fid, d.name, self.interface, local)
         caps = list(self.m.capabilities)
         return SpirvModule(d.name, d.name, self.m.to_bytes(), grid, local, bindings, caps,
@@ -180,10 +190,43 @@ class DispatchEmitter:
             bindings.append(Binding(index, "read_write" if r and w else "write" if w else "read"))
         return bindings
 
-    def _bind_ids(self) -> tuple[tuple[int, int, int], Stmt]:
+    def _load_sizes(self) -> list[Binding]:
+        """Load every run-time size the dispatch reads (its body, its workgroup counts)
+        from the symbols binding, at the entry (so every later use is dominated)."""
+        names = list(self.func.attrs.get("symbols") or ())
+        used: dict[str, SymVar] = {}
+        exprs = [g for g in self.dispatch.grid if isinstance(g, Expr)]
+        exprs += [e for x in walk_stmts(self.dispatch.body) for e in stmt_exprs(x)]
+        for s in walk_stmts(self.dispatch.body):
+            if isinstance(s, For) and isinstance(s.extent, Expr):
+                exprs.append(s.extent)
+        for e in exprs:
+            for x in walk(e):
+                if isinstance(x, SymVar):
+                    used[x.name] = x
+        if not used:
+            return []
+        i32 = self._type("i32")
+        block = self.m.t_storage_block(i32, 4, readonly=True)
+        var = self.m.global_variable(self.m.t_pointer("StorageBuffer", block), "StorageBuffer")
+        index = len(self.func.params)
+        self.m.decorate(var, "DescriptorSet", 0)
+        self.m.decorate(var, "Binding", index)
+        self.m.decorate(var, "Restrict")
+        self.m.name(var, "sizes")
+        pointer = self.m.t_pointer("StorageBuffer", i32)
+        for name, sv in sorted(used.items()):
+            word = self._c32(2 * names.index(name))  # the low word of its int64
+            address = self.fb.op("AccessChain", pointer, var, self._c32(0), word)
+            self.values[id(sv)] = Value(self.fb.op("Load", i32, address), "i32")
+        return [Binding(index, "read")]
+
+    def _bind_ids(self) -> tuple[tuple[int | Expr, int | Expr, int | Expr], Stmt]:
         """Bind blockIdx/threadIdx variables to the built-in IDs; fold too-wide grids."""
         d = self.dispatch
         grid = d.grid
+        if isinstance(grid[0], Expr) and grid[1] == grid[2] == 1 and "x" in d.block_vars:
+            return self._fold_sized(grid[0])
         body: Stmt = d.body
         groups = self._builtin("WorkgroupId") if d.block_vars else None
         threads = self._builtin("LocalInvocationId") if d.thread_vars else None
@@ -191,11 +234,17 @@ class DispatchEmitter:
             slot = "xyz".index(axis)
             assert threads is not None
             self._bind_builtin(var, threads, slot, d.workgroup[slot])
-        folded = grid[0] > MAX_GROUPS and grid[1] == grid[2] == 1 and "x" in d.block_vars
+        folded = (isinstance(grid[0], int) and grid[0] > MAX_GROUPS and grid[1] == grid[2] == 1
+                  and "x" in d.block_vars)
         for axis, var in d.block_vars.items():
             slot = "xyz".index(axis)
             assert groups is not None
-            if grid[slot] > MAX_GROUPS and not (folded and axis == "x"):
+            count = grid[slot]
+            if isinstance(count, Expr):  # the runtime checks it against MAX_GROUPS per run
+                self.values[id(var)] = Value(self._component(groups, slot), "i32")
+                self.ranges.bind_sized(var)
+                continue
+            if count > MAX_GROUPS and not (folded and axis == "x"):
                 raise TargetError(f"dispatch {d.name} needs {grid[slot]} workgroups along "
                                   f"{axis}; at most {MAX_GROUPS} are portable")
             if not (folded and axis == "x"):
@@ -203,6 +252,7 @@ class DispatchEmitter:
         if folded:
             assert groups is not None
             gx = grid[0]
+            assert isinstance(gx, int)
             var = d.block_vars["x"]
             x = self._component(groups, 0)
             y = self._component(groups, 1)
@@ -213,6 +263,24 @@ class DispatchEmitter:
             body = IfThenElse(var < gx, body)
             grid = (MAX_GROUPS, -(-gx // MAX_GROUPS), 1)
         return grid, body
+
+    def _fold_sized(self, gx: Expr) -> tuple[tuple[int | Expr, int | Expr, int | Expr], Stmt]:
+        """A run-time count of workgroups along x, folded into x and y like a static one
+        over :data:`MAX_GROUPS` (the count decides per run whether y is more than 1)."""
+        d = self.dispatch
+        for axis, var in d.thread_vars.items():
+            slot = "xyz".index(axis)
+            self._bind_builtin(var, self._builtin("LocalInvocationId"), slot, d.workgroup[slot])
+        groups = self._builtin("WorkgroupId")
+        var = d.block_vars["x"]
+        i32 = self._type("i32")
+        x, y = self._component(groups, 0), self._component(groups, 1)
+        flat = self.fb.op("IAdd", i32, self.fb.op("IMul", i32, y, self._c32(MAX_GROUPS)), x)
+        self.values[id(var)] = Value(flat, "i32")
+        self.ranges.bind_sized(var)
+        count = dim_of(gx)
+        grid = (dim_min(count, MAX_GROUPS), (count + (MAX_GROUPS - 1)) // MAX_GROUPS, 1)
+        return grid, IfThenElse(var < gx, d.body)  # type: ignore[return-value]
 
     def _builtin(self, name: str) -> int:
         u32 = self.m.t_int(32, False)
@@ -288,6 +356,9 @@ class DispatchEmitter:
         if s.kind.startswith(("blockIdx", "threadIdx")):
             raise TargetError(f"loop {s.var.name} is bound to {s.kind} below the top of "
                               f"dispatch {self.dispatch.name}; bind only the outermost loops")
+        if isinstance(s.extent, Expr):
+            self._sized_for(s)
+            return
         if s.extent <= 0:
             return
         self.ranges.bind(s.var, 0, s.extent - 1)
@@ -316,6 +387,31 @@ class DispatchEmitter:
         cond = fb.op("SLessThan", self.m.t_bool(), counter, self._c32(s.extent))
         control = LOOP_CONTROL["Unroll"] if s.kind == "unrolled" else LOOP_CONTROL["None"]
         fb.do("LoopMerge", merge, cont, control)
+        fb.do("BranchConditional", cond, body, merge)
+        fb.label(body)
+        self.values[id(s.var)] = Value(counter, "i32")
+        self.m.name(counter, s.var.name)
+        self.stmt(s.body)
+        fb.do("Branch", cont)
+        fb.label(cont)
+        fb.op_as("IAdd", i32, following, counter, self._c32(1))
+        fb.do("Branch", header)
+        fb.label(merge)
+
+    def _sized_for(self, s: For) -> None:
+        """A loop over a run-time extent: never unrolled, its bound computed before it."""
+        assert isinstance(s.extent, Expr)
+        fb, i32 = self.fb, self._type("i32")
+        bound = self._coerce(self.expr(s.extent), "i32").id
+        self.ranges.bind_sized(s.var)
+        header, body, cont, merge = (self.m.new_id() for _ in range(4))
+        pre = fb.block
+        fb.do("Branch", header)
+        fb.label(header)
+        counter, following = self.m.new_id(), self.m.new_id()
+        fb.op_as("Phi", i32, counter, self._c32(0), pre, following, cont)
+        cond = fb.op("SLessThan", self.m.t_bool(), counter, bound)
+        fb.do("LoopMerge", merge, cont, LOOP_CONTROL["None"])
         fb.do("BranchConditional", cond, body, merge)
         fb.label(body)
         self.values[id(s.var)] = Value(counter, "i32")
@@ -441,7 +537,7 @@ class DispatchEmitter:
     def expr(self, e: Expr) -> Value:
         if isinstance(e, Const):
             return self._const(self._reg_of(e), e.value)
-        if isinstance(e, Var):
+        if isinstance(e, Var):  # (a SymVar's value is loaded at the entry)
             v = self.values.get(id(e))
             if v is None:
                 raise TargetError(f"variable {e.name} is used outside its loop in "
@@ -702,6 +798,8 @@ def _straight_size(s: Stmt) -> int:
     if isinstance(s, Seq):
         return sum(_straight_size(x) for x in s.stmts)
     if isinstance(s, For):
+        if not isinstance(s.extent, int):
+            return _straight_size(s.body)
         small = s.kind == "unrolled" and s.extent <= UNROLL_MAX_TRIPS
         return (s.extent if small else 1) * _straight_size(s.body)
     if isinstance(s, IfThenElse):

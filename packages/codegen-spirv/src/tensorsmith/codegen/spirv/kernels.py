@@ -111,12 +111,18 @@ class SpirvKernels:
         return self.kernels[name]
 
 
+def grid_json(grid: tuple[Any, ...]) -> list[int | str]:
+    """Workgroup counts as metadata: ints, and the text of each that depends on run-time
+    sizes (``"(batch*seq + 63)//64"``), which the runtime evaluates per run."""
+    return [g if isinstance(g, int) else str(g) for g in grid]
+
+
 def _dispatch_meta(m: SpirvModule) -> dict[str, Any]:
     return {
         "name": m.name,
         "section": f"spirv/{m.name}",
         "entry_point": m.entry_point,
-        "grid": list(m.grid),
+        "grid": grid_json(m.grid),
         "workgroup_size": list(m.workgroup_size),
         "bindings": [{"binding": b.param, "param": b.param, "access": b.access}
                      for b in m.bindings],
@@ -124,4 +130,4 @@ def _dispatch_meta(m: SpirvModule) -> dict[str, Any]:
     }
 
 
-__all__ = ["EXTENSION_OF_FEATURE", "METADATA_VERSION", "SpirvKernels"]
+__all__ = ["EXTENSION_OF_FEATURE", "METADATA_VERSION", "SpirvKernels", "grid_json"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .kernels import EXTENSION_OF_FEATURE, SPIRV_VERSION, VULKAN_VERSION
+from .kernels import EXTENSION_OF_FEATURE, SPIRV_VERSION, VULKAN_VERSION, grid_json
 
 if TYPE_CHECKING:
     from tensorsmith.runtime.plan import Plan, Tensor
@@ -65,7 +65,7 @@ def build_manifest(kernels: SpirvKernels, plan: Plan) -> dict[str, Any]:
                 "spv": f"{module.name}.spv",
                 "entry_point": module.entry_point,
                 "workgroup_size": list(module.workgroup_size),
-                "workgroup_count": list(module.grid),
+                "workgroup_count": grid_json(module.grid),
                 "workgroup_memory_bytes": module.shared_bytes,
                 "descriptor_sets": [{"set": 0, "bindings": bindings}],
                 "push_constants": [],

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ModelError
 from ..target import BASELINE_CPU, CpuResources
 from ..te.schedule import Schedule, Stage
 from ..te.tensor import Tensor
@@ -19,6 +18,7 @@ from .cpu import CpuRules
 from .cpu_dynamic import schedule_dynamic
 from .cpu_shapes import last_axis_contiguous
 from .gpu import WORKGROUP_SIZE, GpuRules
+from .gpu_dynamic import schedule_gpu_dynamic
 from .knobs import Choose, default_choice
 from .proxy import has_symbols
 
@@ -103,24 +103,10 @@ def schedule_cpu(outputs: list[Tensor], resources: CpuResources = BASELINE_CPU,
 
 def schedule_gpu(outputs: list[Tensor], workgroup_size: int = WORKGROUP_SIZE,
                  choose: Choose = default_choice, start: Schedule | None = None) -> Schedule:
-    """The default GPU schedule of a fused kernel (gpu.py); a kernel with run-time
-    sizes is a ModelError (dynamic shapes run on the llvm target so far)."""
+    """The default GPU schedule of a fused kernel (gpu.py); a kernel with run-time sizes
+    gets the same rules sized on a stand-in (gpu_dynamic.py)."""
     s = start if start is not None else Schedule(outputs)
+    rules = GpuRules(s, choose, workgroup_size)
     if has_symbols(s):
-        raise ModelError(dynamic_on_gpu(s))
-    return apply_rules("gpu", GpuRules(s, choose, workgroup_size))
-
-
-def dynamic_on_gpu(s: Schedule) -> str:
-    """Why a kernel with run-time sizes cannot run on a GPU target, and what to do."""
-    from ..symbolic import free_symbols
-    from ..te.schedule import input_tensors
-
-    names: set[str] = set()
-    for st in s.stages:
-        for t in (st.tensor, *input_tensors(st.tensor)):
-            names |= free_symbols(t.shape)
-    stages = ", ".join(st.name for st in s.stages)
-    return (f"kernel {stages} has sizes known only at run time ({', '.join(sorted(names))}): "
-            "dynamic shapes run on the llvm target so far; fix them for a GPU target with "
-            "--input-shape (or --dim NAME=VALUE, from_onnx(shapes=...))")
+        return schedule_gpu_dynamic(rules, apply_rules)
+    return apply_rules("gpu", rules)

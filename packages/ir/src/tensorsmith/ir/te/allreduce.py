@@ -14,6 +14,7 @@ from collections.abc import Callable
 from .expr import Expr, Load, const
 from .schedule import Leaf, Stage
 from .stmt import Allocate, Barrier, Buffer, For, IfThenElse, Seq, Stmt, Store, guarded
+from .symbols import extent_value, maybe_many
 
 
 def is_cross_thread(st: Stage) -> bool:
@@ -28,7 +29,8 @@ def cross_thread_reduction(st: Stage, update_value: Expr, guards: list[Expr],
     (thread,) = [lf for lf in st.leaves if lf.reduce and lf.kind.startswith("threadIdx")]
     pos = st.leaves.index(thread)
     outer, inner = st.leaves[:pos], st.leaves[pos + 1:]
-    bad = [lf.name for lf in outer if lf.extent > 1 and not lf.kind.startswith("blockIdx")]
+    bad = [lf.name for lf in outer
+           if maybe_many(lf.extent) and not lf.kind.startswith("blockIdx")]
     bad += [lf.name for lf in inner if not lf.reduce or lf.kind != "serial"]
     if bad:
         raise ValueError(f"a reduction over threadIdx in {st.name} needs every other loop "
@@ -58,5 +60,5 @@ def cross_thread_reduction(st: Stage, update_value: Expr, guards: list[Expr],
 
 def _nest(leaves: list[Leaf], body: Stmt) -> Stmt:
     for lf in reversed(leaves):
-        body = For(lf.var, lf.extent, lf.kind, body)
+        body = For(lf.var, extent_value(lf.extent), lf.kind, body)
     return body

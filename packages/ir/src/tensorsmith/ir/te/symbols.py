@@ -107,11 +107,32 @@ def kernel_symbols(body: object, shapes: Iterable[Iterable[Dim]]) -> tuple[str, 
     return tuple(sorted(names))
 
 
+def dim_of(e: Dim | Expr) -> Dim:
+    """An index expression of run-time sizes as a dim (the inverse of :func:`sym_expr`):
+    what a dispatch's workgroup count is written as in an artifact's metadata."""
+    from ..symbolic import dim_max, dim_min, symbol
+
+    if isinstance(e, int | Sym):
+        return e
+    if isinstance(e, Const):
+        return int(e.value)
+    if isinstance(e, SymVar):
+        return symbol(e.name)
+    if isinstance(e, Binary):
+        a, b = dim_of(e.a), dim_of(e.b)
+        ops = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
+               "floordiv": lambda: a // b, "floormod": lambda: a % b,
+               "max": lambda: dim_max(a, b), "min": lambda: dim_min(a, b)}
+        if e.op in ops:
+            return ops[e.op]()
+    raise ValueError(f"{e!r} is not an expression of run-time sizes")
+
+
 def bind_sizes(e: Expr, sizes: dict[str, int]) -> Expr:
     """``e`` with each run-time size replaced by its value from ``sizes``."""
     return rewrite(e, lambda x: const(sizes[x.name], x.dtype) if isinstance(x, SymVar)
                    else None)
 
 
-__all__ = ["SymVar", "as_dim", "bind_sizes", "ceil_div", "divides", "extent_value",
+__all__ = ["SymVar", "as_dim", "bind_sizes", "ceil_div", "dim_of", "divides", "extent_value",
            "is_static", "kernel_symbols", "maybe_many", "size_names", "sym_expr", "symvar"]

@@ -27,6 +27,7 @@ from .expr import Binary, Const, Expr, Load, Var, binary, const, same
 from .schedule import Leaf, Stage, input_tensors
 from .simplify import Interval, simplify
 from .stmt import Allocate, Barrier, Buffer, For, IfThenElse, Seq, Stmt, Store
+from .symbols import maybe_many
 from .tensor import Tensor
 from .visit import collect_loads, free_vars, rewrite, substitute
 
@@ -102,7 +103,7 @@ def plan_tiles(st: Stage, values: dict[int, Expr], bounds: dict[int, Interval]) 
         buf = Buffer(f"{tensor.name}.{cr.scope}", tuple(shape), tensor.dtype, cr.scope)
         tiles.append(Tile(tensor, buf, at, depth, origin,
                           threads if cr.scope == "shared" else [], extents, base, low, step,
-                          cr.prefetch and at.extent > 1))
+                          cr.prefetch and maybe_many(at.extent)))
     return sorted(tiles, key=lambda t: t.key)
 
 

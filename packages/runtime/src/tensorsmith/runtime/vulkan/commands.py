@@ -104,6 +104,10 @@ class Submitter:
                               f"{type(e).__name__}") from None
         v.vkResetFences(self.ctx.handle, 1, [self.fence])
 
+    def reset(self) -> None:
+        """Make the command buffer recordable again (after a run: none is pending)."""
+        vk().vkResetCommandPool(self.ctx.handle, self.pool, 0)
+
     def destroy(self) -> None:
         v = vk()
         v.vkDestroyFence(self.ctx.handle, self.fence, None)

@@ -4,12 +4,22 @@ Load does all the work once: check the plan, pick the device, allocate the param
 workspace buffers (and staging buffers on discrete GPUs), upload the params, build the
 pipelines and descriptor sets, record the one command buffer. A run is then one submit
 and one fence wait; set_input/get_output are memory copies into or out of mapped
-memory. ``GraphModule`` above does the checking a user understands; this class moves
-bytes and reports device problems as DeviceError.
+memory.
+
+A model with dynamic shapes (its plan has symbols) learns them from the inputs' shapes
+at each run (shapes.Binder: the CPU library's checks and messages). Its inputs wait in
+host memory until then; when the symbols change, the buffers whose size depends on them
+are placed again (shaped.py: grown when they need more room, kept otherwise), the
+descriptor sets rewritten, the symbols' values written and the command buffer recorded
+again with the new workgroup counts. A run at the last shape does none of that.
+
+``GraphModule`` above does the checking a user understands; this class moves bytes and
+reports device problems as DeviceError.
 """
 
 from __future__ import annotations
 
+import ctypes
 import weakref
 from typing import Any
 
@@ -18,9 +28,10 @@ import numpy as np
 from tensorsmith.runtime.artifact import Artifact
 from tensorsmith.runtime.cpu import TensorSpec
 from tensorsmith.runtime.device import Device
-from tensorsmith.runtime.errors import ArtifactError, DeviceError, TensorsmithError
-from tensorsmith.runtime.gpu_plan import raise_failed_check, refuse_dynamic_shapes
+from tensorsmith.runtime.errors import ArtifactError, DeviceError, InputError, TensorsmithError
+from tensorsmith.runtime.gpu_plan import raise_failed_check
 from tensorsmith.runtime.plan import PARAMS_SECTION
+from tensorsmith.runtime.shapes import ITEMSIZE, Binder
 
 from .commands import CommandRecorder, Copy, Submitter
 from .context import DeviceContext, device_context
@@ -28,6 +39,7 @@ from .layout import Layout, place
 from .memory import DOWNLOAD, UPLOAD, DeviceBuffer, choose_mode, create_buffer, destroy_buffer
 from .pipelines import DescriptorSets, Pipelines
 from .plan import VulkanPlan, parse
+from .shaped import GridCounter, ShapedLayout, nbytes, shaped_layout, symbol_buffers
 from .timestamps import StepTimer
 
 __all__ = ["VulkanModel"]
@@ -39,13 +51,29 @@ class VulkanModel:
     def __init__(self, artifact: Artifact, device: Device) -> None:
         self.path = artifact.path
         self._meta = artifact.metadata
-        refuse_dynamic_shapes(artifact.path, artifact.plan, "Vulkan")
         self.plan: VulkanPlan = parse(artifact)
         self.ctx: DeviceContext = device_context(device.index)
         self.device_name = self.ctx.name
         self._check_features()
-        self.inputs: list[TensorSpec] = [io.tensor for io in self.plan.inputs]
-        self.outputs: list[TensorSpec] = [io.tensor for io in self.plan.outputs]
+        self.shaped: ShapedLayout | None = None  # the current binding (dynamic shapes)
+        self.binder: Binder | None = None
+        if artifact.plan.is_symbolic:
+            limits = self.ctx.physical.limits
+            # every size fits int32 (the kernels' indices) and one storage binding
+            most = min(2**31 - 1, int(limits["maxStorageBufferRange"]))
+            self.binder = Binder(artifact.path, artifact.plan, most,
+                                 f"on Vulkan device {self.ctx.name}")
+            self._grids = GridCounter(self.plan.steps)
+            ones = self.binder.at_ones()
+            self._shapes = list(ones.input_shapes)
+        self.inputs: list[TensorSpec] = [self._spec(io.tensor, i, "in")
+                                         for i, io in enumerate(self.plan.inputs)]
+        self.outputs: list[TensorSpec] = [self._spec(io.tensor, i, "out")
+                                          for i, io in enumerate(self.plan.outputs)]
+        if self.binder is not None:
+            self._input_bytes = [t.nbytes for t in self.inputs]
+            self._host_inputs = [ctypes.create_string_buffer(max(t.nbytes, 1))
+                                 for t in self.inputs]
         self.step_names = [s.name for s in self.plan.steps]
         self.mode = choose_mode(self.ctx)
         self._closed = False
@@ -57,6 +85,15 @@ class VulkanModel:
             self._finalizer()
             raise
 
+    def _spec(self, spec: TensorSpec, index: int, kind: str) -> TensorSpec:
+        """An input's or output's spec as reported before any run: with dynamic shapes,
+        its shape and bytes with every symbol 1 (as the CPU library reports them)."""
+        if self.binder is None:
+            return spec
+        ones = self.binder.at_ones()
+        shape = (ones.input_shapes if kind == "in" else ones.output_shapes)[index]
+        return TensorSpec(spec.name, spec.dtype, shape, nbytes(shape, ITEMSIZE[spec.dtype]))
+
     def _load(self, artifact: Artifact) -> None:
         where = f"artifact '{self.path}'"
         limits = self.ctx.physical.limits
@@ -64,13 +101,88 @@ class VulkanModel:
                                     self.plan.workspace_bytes, self.plan.params_bytes)
         self._check_ranges(limits["maxStorageBufferRange"])
         self._allocate(artifact)
-        self._resources["pipelines"] = pipelines = Pipelines(
+        self._resources["pipelines"] = self.pipelines = pipelines = Pipelines(
             self.ctx, self.plan.steps, artifact.section, where)
-        self._resources["sets"] = sets = DescriptorSets(self.ctx, self.plan.steps, pipelines,
-                                                        self._resolve)
+        if self.binder is not None:
+            self._place(self.binder.at_ones())
+        self._resources["sets"] = self.sets = sets = DescriptorSets(
+            self.ctx, self.plan.steps, pipelines, self._resolve)
         self._resources["timer"] = self.timer = StepTimer(self.ctx, len(self.plan.steps))
         self._resources["submitter"] = self.submitter = Submitter(self.ctx)
         self._record(pipelines, sets)
+
+    # ---- dynamic shapes -----------------------------------------------------------------
+
+    def _place(self, binding: Any) -> None:
+        """Place the buffers of ``binding`` (growing the dynamic region and the staging
+        buffers where it needs more) and write the symbols' values."""
+        limits = self.ctx.physical.limits
+        grids = self._grids.count(binding, limits["maxComputeWorkGroupCount"],
+                                  f"artifact '{self.path}'")
+        shaped = shaped_layout(
+            binding, self.plan.buffers, grids,
+            [nbytes(s, ITEMSIZE[t.dtype]) for s, t in zip(binding.input_shapes, self.inputs)],
+            [nbytes(s, ITEMSIZE[t.dtype]) for s, t in zip(binding.output_shapes, self.outputs)],
+            len(self.plan.checks), limits["minStorageBufferOffsetAlignment"])
+        storage = "direct" if self.mode == "direct" else "storage"
+        self._grow("dynamic", shaped.region_bytes, storage, "the buffers of dynamic size")
+        if self.mode == "staging":
+            self._grow("upload", shaped.upload_bytes, UPLOAD, "the input staging buffer")
+            self._grow("download", shaped.download_bytes, DOWNLOAD, "the output staging buffer")
+        self.shaped = shaped
+        for k, names in symbol_buffers(self.plan.buffers).items():
+            values = np.array([binding.symbols[n] for n in names], dtype=np.int64)
+            if self.mode == "staging":
+                buf, offset = self._resources["upload"], shaped.symbols_upload[k]
+            else:
+                p = self.layout.placements[k]
+                buf, offset = self._resources[p.region], p.offset
+            buf.write(offset, values.ctypes.data, values.nbytes)
+
+    def _grow(self, name: str, size: int, kind: str, what: str) -> None:
+        """Make buffer ``name`` hold ``size`` bytes: kept if it does, else replaced by one
+        of half as much again (so that slowly growing shapes reallocate rarely)."""
+        old = self._resources.get(name)
+        if old is not None and old.size >= size:
+            return
+        new = create_buffer(self.ctx, size if old is None else max(size, old.size * 3 // 2),
+                            kind, what)
+        if old is not None:
+            destroy_buffer(self.ctx.handle, old)
+        self._resources[name] = new
+
+    def _rebind(self) -> None:
+        """Learn the symbols from the inputs' shapes; where they changed, move the buffers
+        and record the command buffer again."""
+        assert self.binder is not None and self.shaped is not None
+        binding = self.binder.bind(self._shapes)
+        if binding.values == self.shaped.binding.values:
+            return
+        self._place(binding)
+        self.sets.rewrite(self.plan.steps, self._resolve)
+        self.submitter.reset()
+        self._record(self.pipelines, self.sets)
+
+    def set_input_shape(self, index: int, shape: tuple[int, ...]) -> None:
+        """The shape of input ``index`` for the next runs (a model with dynamic shapes); a
+        shape the model cannot take raises InputError, as on the CPU."""
+        self._check_open()
+        if self.binder is None:
+            raise InputError(f"artifact '{self.path}': its inputs take the shapes they were "
+                             "compiled for")
+        if not 0 <= index < len(self.inputs):
+            raise TensorsmithError(f"artifact '{self.path}': no input {index}")
+        n = self.binder.check_input_shape(index, shape)
+        self._shapes[index] = tuple(int(d) for d in shape)
+        self._input_bytes[index] = n
+        if len(self._host_inputs[index]) < n:
+            self._host_inputs[index] = ctypes.create_string_buffer(n)
+
+    def output_shape(self, index: int) -> tuple[int, ...]:
+        """Output ``index``'s shape in the last run (its static shape without symbols)."""
+        if self.shaped is None:
+            return self.outputs[index].shape
+        return self.shaped.binding.output_shapes[index]
 
     # ---- loading ----------------------------------------------------------------------
 
@@ -97,7 +209,7 @@ class VulkanModel:
         has_params = any(b.kind == "param" for b in self.plan.buffers)
         params = artifact.section(PARAMS_SECTION) if has_params else b""
         self._upload_params(params)
-        if self.mode == "staging":
+        if self.mode == "staging" and self.binder is None:  # else sized per shape (_place)
             self._staging_offsets: dict[tuple[str, int], int] = {}
             up = self._pack("in", [io.tensor.nbytes for io in self.plan.inputs])
             # the checks' flags come back after the outputs (4 bytes each)
@@ -151,6 +263,9 @@ class VulkanModel:
             destroy_buffer(self.ctx.handle, staging)
 
     def _resolve(self, buffer: int) -> tuple[Any, int, int]:
+        if self.shaped is not None and buffer in self.shaped.offsets:
+            size = max(self.shaped.binding.buffer_bytes[buffer], 4)
+            return self._resources["dynamic"].buffer, self.shaped.offsets[buffer], size
         p = self.layout.placements[buffer]
         return self._resources[p.region].buffer, p.offset, p.range
 
@@ -163,9 +278,10 @@ class VulkanModel:
             rec.barrier("transfer", "compute")
         self.timer.mark(rec.cmd, 0)
         for i, step in enumerate(self.plan.steps):
-            for d, descriptor_set in zip(step.dispatches, sets.sets[i]):
+            for j, (d, descriptor_set) in enumerate(zip(step.dispatches, sets.sets[i])):
                 p = pipelines.by_section[d.section]
-                rec.dispatch(p.handle, p.layout, descriptor_set, d.grid)
+                grid = d.grid if self.shaped is None else self.shaped.grids[i][j]
+                rec.dispatch(p.handle, p.layout, descriptor_set, grid)  # type: ignore[arg-type]
                 rec.barrier("compute", "compute")
             self.timer.mark(rec.cmd, i + 1)
         if staging:
@@ -181,19 +297,37 @@ class VulkanModel:
         copies = []
         for i, io in enumerate(self.plan.inputs):
             dst, offset, _ = self._resolve(io.buffer)
-            copies.append((up, dst, self._staging_offsets[("in", i)], offset, io.tensor.nbytes))
+            copies.append((up, dst, self._up_offset(i), offset, self._in_bytes(i)))
+        if self.shaped is not None:
+            for k, at in self.shaped.symbols_upload.items():
+                dst, offset, size = self._resolve(k)
+                copies.append((up, dst, at, offset, size))
         return copies
+
+    def _up_offset(self, i: int) -> int:
+        return self._staging_offsets[("in", i)] if self.shaped is None else self.shaped.upload[i]
+
+    def _down_offset(self, k: int) -> int:
+        return (self._staging_offsets[("out", k)] if self.shaped is None
+                else self.shaped.download[k])
+
+    def _in_bytes(self, i: int) -> int:
+        return self.inputs[i].nbytes if self.binder is None else self._input_bytes[i]
+
+    def _out_bytes(self, i: int) -> int:
+        if self.shaped is None:
+            return self.outputs[i].nbytes
+        return nbytes(self.shaped.binding.output_shapes[i], ITEMSIZE[self.outputs[i].dtype])
 
     def _output_copies(self) -> list[Copy]:
         down = self._resources["download"].buffer
         copies = []
         for i, io in enumerate(self.plan.outputs):
             src, offset, _ = self._resolve(io.buffer)
-            copies.append((src, down, offset, self._staging_offsets[("out", i)],
-                           io.tensor.nbytes))
+            copies.append((src, down, offset, self._down_offset(i), self._out_bytes(i)))
         for k, check in enumerate(self.plan.checks, start=len(self.plan.outputs)):
             src, offset, _ = self._resolve(check.buffer)
-            copies.append((src, down, offset, self._staging_offsets[("out", k)], 4))
+            copies.append((src, down, offset, self._down_offset(k), 4))
         return copies
 
     # ---- the executor interface (the same as cpu.CpuModel) -----------------------------
@@ -204,11 +338,19 @@ class VulkanModel:
 
     def set_input(self, index: int, address: int, nbytes: int) -> None:
         self._io(self.inputs, index, nbytes, "input")
+        if self.binder is not None:  # placed once the run knows every input's shape
+            ctypes.memmove(self._host_inputs[index], address, nbytes)
+            return
         buf, offset = self._host_location("in", index, self.plan.inputs[index].buffer)
         buf.write(offset, address, nbytes)
 
     def run(self) -> None:
         self._check_open()
+        if self.binder is not None:
+            self._rebind()
+            for i, io in enumerate(self.plan.inputs):
+                buf, offset = self._host_location("in", i, io.buffer)
+                buf.write(offset, ctypes.addressof(self._host_inputs[i]), self._input_bytes[i])
         self.submitter.run(f"artifact '{self.path}'")
         self._test_checks()
 
@@ -244,8 +386,11 @@ class VulkanModel:
 
     def _host_location(self, kind: str, index: int, buffer: int) -> tuple[DeviceBuffer, int]:
         if self.mode == "staging":
-            name = "upload" if kind == "in" else "download"
-            return self._resources[name], self._staging_offsets[(kind, index)]
+            if kind == "in":
+                return self._resources["upload"], self._up_offset(index)
+            return self._resources["download"], self._down_offset(index)
+        if self.shaped is not None and buffer in self.shaped.offsets:
+            return self._resources["dynamic"], self.shaped.offsets[buffer]
         p = self.layout.placements[buffer]
         return self._resources[p.region], p.offset
 
@@ -253,9 +398,12 @@ class VulkanModel:
         self._check_open()
         if not 0 <= index < len(specs):
             raise TensorsmithError(f"artifact '{self.path}': no {kind} {index}")
-        if nbytes != specs[index].nbytes:
+        want = specs[index].nbytes
+        if self.binder is not None:
+            want = self._in_bytes(index) if kind == "input" else self._out_bytes(index)
+        if nbytes != want:
             raise TensorsmithError(f"artifact '{self.path}': {kind} {specs[index].name!r} has "
-                                   f"{specs[index].nbytes} bytes, got {nbytes}")
+                                   f"{want} bytes, got {nbytes}")
 
     def _check_open(self) -> None:
         if self._closed:
@@ -276,7 +424,7 @@ def _release(device: Any, resources: dict[str, Any]) -> None:
     for name in ("submitter", "timer", "sets", "pipelines"):
         if name in resources:
             resources[name].destroy()
-    for name in ("params", "workspace", "upload", "download"):
+    for name in ("params", "workspace", "dynamic", "upload", "download"):
         if name in resources:
             destroy_buffer(device, resources[name])
     resources.clear()

@@ -5,7 +5,8 @@ pipelines), compiled through the device's shared VkPipelineCache, so loading the
 model twice compiles nothing the second time. Each (step, dispatch) gets one descriptor
 set, written once: binding ``n`` is the range of the plan buffer the step passes as
 that parameter. Nothing here changes after load, which is what lets the command buffer
-be recorded once.
+be recorded once -- except in a model with dynamic shapes, whose sets are rewritten
+(and its command buffer recorded again) when a new shape moves its buffers.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class Pipelines:
                 f"invocations and device {self.ctx.name} allows at most {most} "
                 f"({list(size)} per axis); compile it with a smaller workgroup size")
         counts = limits["maxComputeWorkGroupCount"]
-        if any(g > c for g, c in zip(d.grid, counts)):
+        if any(isinstance(g, int) and g > c for g, c in zip(d.grid, counts)):
             raise DeviceError(f"dispatch {d.name} of {where} needs {list(d.grid)} workgroups "
                               f"and device {self.ctx.name} allows at most {list(counts)}")
         storage = limits["maxPerStageDescriptorStorageBuffers"]
@@ -156,6 +157,13 @@ class DescriptorSets:
                 descriptorType=v.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=[info]))
         if writes:
             v.vkUpdateDescriptorSets(self.ctx.handle, len(writes), writes, 0, v.ffi.NULL)
+
+    def rewrite(self, steps: list[StepSpec], resolve: Resolver) -> None:
+        """Point every set at the buffers ``resolve`` gives now (a model with dynamic shapes
+        whose buffers moved). Only between runs: no set may be in use."""
+        for step, row in zip(steps, self.sets):
+            for d, handle in zip(step.dispatches, row):
+                self._write(handle, d, step, resolve)
 
     def destroy(self) -> None:
         vk().vkDestroyDescriptorPool(self.ctx.handle, self.pool, None)

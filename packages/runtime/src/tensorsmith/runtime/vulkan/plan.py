@@ -24,6 +24,7 @@ from tensorsmith.runtime.gpu_plan import (
     run_checks,
 )
 from tensorsmith.runtime.plan import PARAMS_SECTION, Buffer, Check, Tensor
+from tensorsmith.runtime.shapes import size_expr
 
 __all__ = ["METADATA_VERSION", "DispatchSpec", "StepSpec", "VulkanPlan", "parse"]
 
@@ -38,7 +39,8 @@ class DispatchSpec:
     name: str
     section: str
     entry_point: str
-    grid: tuple[int, int, int]
+    #: workgroup counts: ints, or (a plan with symbols) size expressions as text
+    grid: tuple[int | str, int | str, int | str]
     workgroup: tuple[int, int, int]
     bindings: tuple[tuple[int, int], ...]  # (binding number, index into the step's args)
 
@@ -106,7 +108,8 @@ def parse(artifact: Artifact) -> VulkanPlan:
         if not all(_index(a, len(buffers)) for a in args):
             raise bad(f"step {kernel!r} has arguments {list(args)!r} for {len(buffers)} "
                       "buffers")
-        dispatches = tuple(_dispatch(d, len(args), bad) for d in kernels[kernel])
+        dispatches = tuple(_dispatch(d, len(args), bad, bool(plan.symbols))
+                           for d in kernels[kernel])
         steps.append(StepSpec(s.label, kernel, args, dispatches))
     inputs = [_io(io, buffers, "input", bad) for io in plan.inputs]
     outputs = [_io(io, buffers, "output", bad) for io in plan.outputs]
@@ -165,8 +168,8 @@ def declarations(module: bytes) -> Declared:
     return Declared(size, frozenset(bindings))
 
 
-def _dispatch(d: Any, nargs: int, bad: Any) -> DispatchSpec:
-    grid, wg = _triple(d.get("grid")), _triple(d.get("workgroup_size"))
+def _dispatch(d: Any, nargs: int, bad: Any, symbolic: bool) -> DispatchSpec:
+    grid, wg = _triple(d.get("grid"), symbolic), _triple(d.get("workgroup_size"))
     names = all(isinstance(d.get(k), str) for k in ("name", "section", "entry_point"))
     bindings = d.get("bindings")
     pairs: list[tuple[int, int]] = []
@@ -183,7 +186,9 @@ def _dispatch(d: Any, nargs: int, bad: Any) -> DispatchSpec:
 def _io(io: Tensor, buffers: list[Buffer], kind: str, bad: Any) -> IOSpec:
     if not _index(io.buffer, len(buffers)):
         raise bad(f"{kind} {io.to_json()!r}")
-    spec = TensorSpec(io.name, io.dtype, io.shape, buffers[io.buffer].nbytes)
+    if io.is_symbolic:  # its shape and bytes per run (shapes.Binder); none at load
+        return IOSpec(TensorSpec(io.name, io.dtype, io.shape, 0), io.buffer)  # type: ignore[arg-type]
+    spec = TensorSpec(io.name, io.dtype, io.shape, buffers[io.buffer].nbytes)  # type: ignore[arg-type]
     return IOSpec(spec, io.buffer)
 
 
@@ -191,8 +196,18 @@ def _index(value: Any, count: int) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < count
 
 
-def _triple(value: Any) -> tuple[int, int, int] | None:
+def _triple(value: Any, sizes: bool = False) -> Any:
+    """Three counts (ints >= 0; with ``sizes``, also size expressions), or None."""
     ok = isinstance(value, list) and len(value) == 3
-    if not ok or not all(isinstance(v, int) and v >= 0 for v in value):
+    if not ok or not all((isinstance(v, int) and v >= 0) or (sizes and _is_size(v))
+                         for v in value):
         return None
     return (value[0], value[1], value[2])
+
+
+def _is_size(text: Any) -> bool:
+    try:
+        size_expr(text)
+    except (ValueError, SyntaxError, TypeError):
+        return False
+    return True

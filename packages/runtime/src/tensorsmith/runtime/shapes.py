@@ -1,0 +1,248 @@
+"""Dynamic shapes for the executors written in Python (the GPU runtimes): learning the
+symbols from the inputs' shapes, checking them, sizing and placing the buffers that
+depend on them.
+
+The CPU library does the same in C (tsm_runtime.c: ``check_input_shape``, ``bind``,
+``place``); the rules and messages here are the same, so a shape refused on one device
+is refused on every one, in the same words (docs/artifact.md, "Dynamic shapes"). What is
+device-specific -- allocating memory, binding it, launching -- stays in each executor:
+this module only computes.
+
+A GPU kernel computes its indices in 32 bits where the compiler proves they fit, and
+those that involve run-time sizes on the promise that every size the plan names fits in
+int32 (codegen-spirv's ranges.py); :class:`Binder` keeps that promise with ``limit``.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tensorsmith.runtime.errors import ArtifactError, InputError
+from tensorsmith.runtime.plan import Plan, Tensor
+
+__all__ = ["ITEMSIZE", "MAX_TENSOR_BYTES", "Binder", "Binding", "SizeExpr", "place_by_lifetime",
+           "size_expr"]
+
+#: Bytes of one tensor at most, as in the CPU library (TSM_MAX_TENSOR_BYTES).
+MAX_TENSOR_BYTES = 2**48
+ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "float16": 2,
+             "bfloat16": 2, "int32": 4, "uint32": 4, "float32": 4, "int64": 8, "uint64": 8,
+             "float64": 8}
+
+#: A size's expression, evaluated for the symbols' values.
+SizeExpr = Callable[[Mapping[str, int]], int]
+
+
+def size_expr(text: str) -> SizeExpr:
+    """The plan's text of a size (``"(seq + 1)//2"``: ints, symbols, ``+ - * // %``,
+    ``max``, ``min``, parentheses) as a function of the symbols' values; a ValueError
+    for any other text."""
+    tree = ast.parse(text, mode="eval").body
+    ops = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+           ast.Mult: lambda a, b: a * b, ast.FloorDiv: lambda a, b: a // b,
+           ast.Mod: lambda a, b: a % b}
+
+    def build(node: ast.AST) -> SizeExpr:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            value = node.value
+            return lambda env: value
+        if isinstance(node, ast.Name):
+            name = node.id
+            return lambda env: env[name]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            inner = build(node.operand)
+            return lambda env: -inner(env)
+        if isinstance(node, ast.BinOp) and type(node.op) in ops:
+            fn, a, b = ops[type(node.op)], build(node.left), build(node.right)
+            return lambda env: fn(a(env), b(env))
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("max", "min") and len(node.args) == 2 and not node.keywords):
+            pick = max if node.func.id == "max" else min
+            x, y = build(node.args[0]), build(node.args[1])
+            return lambda env: pick(x(env), y(env))
+        raise ValueError(f"{text!r} is not a size expression")
+
+    return build(tree)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One run's symbols (``values``, in the plan's order), the shape of every input and
+    output, and the bytes of every plan buffer whose size depends on them."""
+
+    values: tuple[int, ...]
+    symbols: dict[str, int]
+    input_shapes: tuple[tuple[int, ...], ...]
+    output_shapes: tuple[tuple[int, ...], ...]
+    buffer_bytes: dict[int, int]
+
+    def describe(self) -> str:
+        """``batch = 2, seq = 9``: the symbols' values, for messages."""
+        return ", ".join(f"{k} = {v}" for k, v in self.symbols.items())
+
+
+@dataclass(frozen=True)
+class _Axis:
+    text: str
+    size: SizeExpr
+
+
+class Binder:
+    """The symbolic sizes of a plan, read once; :meth:`check_input_shape` and
+    :meth:`bind` are a run's checks. ``limit``: the largest size (bytes of a tensor,
+    elements of an axis) a device takes; ``device`` names it in that refusal."""
+
+    def __init__(self, path: Path, plan: Plan, limit: int = MAX_TENSOR_BYTES,
+                 device: str = "") -> None:
+        self.path, self.plan, self.limit, self.device = path, plan, limit, device
+        self.symbols = plan.symbols
+        try:
+            self._inputs = [self._axes(t) for t in plan.inputs]
+            self._outputs = [self._axes(t) for t in plan.outputs]
+            self._buffers = {i: _Axis(b.symbolic_nbytes, size_expr(b.symbolic_nbytes))
+                             for i, b in enumerate(plan.buffers) if b.symbolic_nbytes is not None}
+            self._assumptions = [(a, size_expr(a.lhs), size_expr(a.rhs))
+                                 for a in plan.assumptions]
+        except (ValueError, SyntaxError) as e:
+            raise ArtifactError(f"artifact '{path}' is inconsistent: a size of its plan is "
+                                f"malformed ({e}); re-export it") from None
+        # each symbol's first bare occurrence among the inputs' axes
+        self._source: dict[str, tuple[int, int]] = {}
+        for i, t in enumerate(plan.inputs):
+            for d, dim in enumerate(t.shape):
+                if isinstance(dim, str) and dim in self.symbols:
+                    self._source.setdefault(dim, (i, d))
+        missing = [s for s in self.symbols if s not in self._source]
+        if missing:
+            raise ArtifactError(f"artifact '{path}' is inconsistent: no input gives the "
+                                f"size{'s' if len(missing) > 1 else ''} "
+                                f"{', '.join(missing)}; re-export it")
+
+    @staticmethod
+    def _axes(t: Tensor) -> list[int | _Axis]:
+        return [d if isinstance(d, int) else _Axis(d, size_expr(d)) for d in t.shape]
+
+    def _fail(self, what: str) -> InputError:
+        return InputError(f"artifact '{self.path}': {what}")
+
+    # ---- one input's shape -------------------------------------------------------------
+
+    def check_input_shape(self, index: int, shape: Sequence[int]) -> int:
+        """Refuse ``shape`` for input ``index`` where its rank or an axis of static size
+        differs or an axis that is a bare symbol is below 1; its bytes."""
+        t, axes = self.plan.inputs[index], self._inputs[index]
+        if len(shape) != len(axes):
+            return self._raise(f"input '{t.name}' has {len(axes)} "
+                               f"ax{'is' if len(axes) == 1 else 'es'}, got a shape of "
+                               f"{len(shape)}")
+        for d, (n, axis) in enumerate(zip(shape, axes)):
+            if n < 0:
+                self._raise(f"input '{t.name}' axis {d} is {n}, a negative size")
+            if isinstance(axis, int) and n != axis:
+                self._raise(f"input '{t.name}' axis {d} is {n}, but the model takes {axis}")
+            if isinstance(axis, _Axis) and axis.text in self.symbols and n < 1:
+                self._raise(f"input '{t.name}' axis {d} is {n}, but it is the size "
+                            f"'{axis.text}', which is at least 1")
+        nbytes = math.prod(shape) * ITEMSIZE.get(t.dtype, 1)
+        if t.is_symbolic and nbytes > MAX_TENSOR_BYTES:
+            self._raise(f"input '{t.name}' of that shape would take more than 2**48 bytes "
+                        "(256 TiB)")
+        return nbytes
+
+    def _raise(self, what: str) -> int:
+        raise self._fail(what)
+
+    # ---- the whole binding -------------------------------------------------------------
+
+    def bind(self, shapes: Sequence[Sequence[int]]) -> Binding:
+        """Learn the symbols from the inputs' ``shapes`` and check every symbolic axis,
+        the assumptions and the sizes against them (the CPU library's ``bind``)."""
+        env: dict[str, int] = {}
+        for name in self.symbols:
+            i, d = self._source[name]
+            env[name] = int(shapes[i][d])
+            if env[name] < 1:
+                self._raise(f"'{name}' is {env[name]} from input "
+                            f"'{self.plan.inputs[i].name}' axis {d}, but a size known only at "
+                            "run time is at least 1")
+        values = tuple(env[s] for s in self.symbols)
+        binding = Binding(values, env, tuple(tuple(int(n) for n in s) for s in shapes), (), {})
+        for i, axes in enumerate(self._inputs):
+            for d, axis in enumerate(axes):
+                if isinstance(axis, _Axis) and shapes[i][d] != axis.size(env):
+                    self._refuse_axis(i, d, shapes[i][d], axis, env)
+        for a, lhs, rhs in self._assumptions:
+            if lhs(env) != rhs(env):
+                self._raise(f"these input shapes break what the model assumes: {a.message}; "
+                            f"with {binding.describe()}, {a.lhs} = {lhs(env)} but {a.rhs} = "
+                            f"{rhs(env)}")
+        buffer_bytes = {}
+        for k, size in self._buffers.items():
+            n = buffer_bytes[k] = size.size(env)
+            if n < 0 or n > min(self.limit, MAX_TENSOR_BYTES):
+                over = ("over the limit of 2**48 bytes (256 TiB) per tensor"
+                        if n > MAX_TENSOR_BYTES else
+                        f"over the limit of {self.limit} bytes per tensor {self.device}")
+                self._raise(f"with {binding.describe()}, buffer {k} of the model would take "
+                            f"{n} bytes ({size.text}), which is "
+                            + ("negative: these shapes do not fit the model" if n < 0 else over))
+        outputs = []
+        for t, axes in zip(self.plan.outputs, self._outputs, strict=True):
+            shape = tuple(a if isinstance(a, int) else a.size(env) for a in axes)
+            for d, n in enumerate(shape):
+                if n < 0:
+                    text = axes[d].text  # type: ignore[union-attr]
+                    self._raise(f"with {binding.describe()}, output '{t.name}' axis {d} would "
+                                f"be {text} = {n}, a negative size: these shapes do not fit "
+                                "the model")
+            outputs.append(shape)
+        return Binding(values, env, binding.input_shapes, tuple(outputs), buffer_bytes)
+
+    def _refuse_axis(self, i: int, d: int, actual: int, axis: _Axis,
+                     env: Mapping[str, int]) -> None:
+        name = self.plan.inputs[i].name
+        if axis.text in self.symbols:
+            j, e = self._source[axis.text]
+            self._raise(f"input '{name}' axis {d} is {actual}, but '{axis.text}' is "
+                        f"{env[axis.text]} from input '{self.plan.inputs[j].name}' axis {e}")
+        where = ", ".join(
+            f"'{s}' is {env[s]} from input '{self.plan.inputs[self._source[s][0]].name}' "
+            f"axis {self._source[s][1]}" for s in self.symbols if _mentions(axis.text, s))
+        self._raise(f"input '{name}' axis {d} is {actual}, but it must be {axis.text} = "
+                    f"{axis.size(env)}, where {where}")
+
+    def at_ones(self) -> Binding:
+        """The binding with every symbol 1 (what an executor reports before a run)."""
+        return self.bind([tuple(1 if isinstance(a, _Axis) else a for a in axes)
+                          for axes in self._inputs])
+
+
+def _mentions(text: str, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(ast.parse(text)))
+
+
+def place_by_lifetime(buffers: Mapping[int, tuple[int, int, int]], alignment: int
+                      ) -> tuple[dict[int, int], int]:
+    """Offsets for buffers ``{index: (bytes, first_step, last_step)}`` in one region, each
+    ``alignment``-aligned, two sharing bytes only where their steps do not meet: greedy
+    first fit in order of first step, larger first (the CPU library's ``place``). Returns
+    the offsets and the region's size."""
+    order = sorted(buffers, key=lambda k: (buffers[k][1], -buffers[k][0], k))
+    placed: list[tuple[int, int, int]] = []  # (offset, end, last_step)
+    offsets: dict[int, int] = {}
+    for k in order:
+        nbytes, first, last = buffers[k]
+        size = max(-(-max(nbytes, 4) // alignment) * alignment, alignment)
+        live = sorted((o, e) for o, e, end_step in placed if end_step >= first)
+        cursor = 0
+        for o, e in live:
+            if o - cursor >= size:
+                break
+            cursor = max(cursor, e)
+        offsets[k] = cursor
+        placed.append((cursor, cursor + size, last))
+    return offsets, max((e for _, e, _ in placed), default=0)
