@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tensorsmith.ir import GraphBuilder, ModelError, te
+from tensorsmith.ir import GraphBuilder, te
 from tensorsmith.ir.lowering import (
     default_transforms,
     group_compute,
@@ -205,15 +205,18 @@ def test_gpu_kernels_take_run_time_extents_in_their_workgroup_counts_only() -> N
     assert not isinstance(d.grid[0], int) and d.grid[1:] == (1, 1)
 
 
-def test_opencl_refuses_dynamic_kernels_with_a_clear_error() -> None:
+def test_opencl_kernels_read_run_time_sizes_from_their_last_argument() -> None:
     from tensorsmith.codegen.opencl.emit import emit_program
 
     b = GraphBuilder()
     (group,) = fuse_ops(b.finish([b.add1("exp", [b.input("x", (B, 8), F)])]))
     func = lower_group(group, "k", default_schedule("opencl"))
-    with pytest.raises(ModelError, match=r"dynamic shapes run on the llvm and vulkan targets "
-                                         r"so far.*--input-shape"):
-        emit_program([func])
+    program = emit_program([func])
+    assert "__global const long* restrict sizes)" in program.source
+    assert "const long batch = sizes[0];" in program.source
+    (d,) = program.dispatches["k"]
+    assert isinstance(d["grid"][0], str) and "batch" in d["grid"][0]
+    assert d["grid"][1:] == [1, 1]
 
 
 def test_a_symbolic_batch_takes_the_fast_convolution_of_one_image() -> None:

@@ -15,9 +15,7 @@ import numpy as np
 import pytest
 
 import tensorsmith.runtime as rt
-from tensorsmith.runtime import ArtifactError, DeviceError, InputError
-from tensorsmith.runtime.artifact import read_artifact
-from tensorsmith.runtime.device import Device
+from tensorsmith.runtime import ArtifactError, InputError
 from tensorsmith.runtime.plan import Buffer, Plan, Tensor
 
 
@@ -188,15 +186,3 @@ def test_a_static_model_takes_its_own_shape_only(model_artifact) -> None:  # noq
         assert lib.tsm_model_set_input_shape(model, 1, 0, None) == 0
     finally:
         lib.tsm_model_destroy(model)
-
-
-def test_the_opencl_executor_refuses_dynamic_shapes(dynamic_artifact) -> None:  # noqa: ANN001
-    """OpenCL does not place buffers per shape yet (Vulkan does: tests/
-    test_dynamic_shapes_vulkan.py)."""
-    from tensorsmith.runtime.opencl import OpenCLModel
-
-    artifact = read_artifact(dynamic_artifact.path)
-    with pytest.raises(DeviceError, match=r"has dynamic shapes \(sizes known only at run "
-                                          r"time: batch, seq\), which run on the CPU and "
-                                          r"Vulkan so far, not on OpenCL"):
-        OpenCLModel(artifact, Device("opencl", 0))

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tensorsmith.runtime.errors import ArtifactError, DeviceError, InputError
+from tensorsmith.runtime.errors import ArtifactError, InputError
 from tensorsmith.runtime.plan import Buffer, Check, Plan
 
 __all__ = [
@@ -25,7 +25,6 @@ __all__ = [
     "GpuStep",
     "check_plan",
     "raise_failed_check",
-    "refuse_dynamic_shapes",
     "run_checks",
 ]
 
@@ -57,18 +56,6 @@ class GpuStep:
     name: str
     args: tuple[int, ...]
     dispatches: tuple[GpuDispatch, ...]
-
-
-def refuse_dynamic_shapes(path: Path, plan: Plan, device: str) -> None:
-    """Refuse a plan with sizes known only at run time on a runtime that does not place
-    buffers per shape yet (OpenCL)."""
-    if plan.is_symbolic:
-        raise DeviceError(
-            f"artifact '{path}' has dynamic shapes (sizes known only at run time: "
-            f"{', '.join(plan.symbols)}), which run on the CPU and Vulkan so far, not on "
-            f"{device}: compile the model for target 'llvm' or 'vulkan', or fix its sizes "
-            "with --input-shape (or "
-            "from_onnx(shapes=...)) to run it here")
 
 
 def check_plan(path: Path, buffers: Sequence[Buffer], steps: Sequence[GpuStep], *,

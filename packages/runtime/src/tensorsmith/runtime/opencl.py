@@ -13,6 +13,14 @@ than sub-buffers, which need offsets aligned to CL_DEVICE_MEM_BASE_ADDR_ALIGN, a
 correct because a step only reads a plan buffer that an earlier step (or set_input)
 wrote under the same index.
 
+A model with dynamic shapes (its plan has symbols) learns them from the inputs' shapes
+at each run (shapes.Binder: the CPU library's checks and messages). The buffers whose
+size depends on them are cl.Buffers grown when a binding needs more and kept otherwise
+(shapes.grown_size), the symbols' values are written to the plan's symbols buffers (the
+kernels' trailing argument) and the launches' global sizes are counted from the
+dispatch table's size expressions (shapes.GridCounter). A run at the last shape does
+none of that.
+
 pyopencl is imported here, lazily, so ``tensorsmith.runtime`` itself needs only NumPy.
 """
 
@@ -31,17 +39,24 @@ from tensorsmith.runtime._version import __version__
 from tensorsmith.runtime.artifact import Artifact
 from tensorsmith.runtime.cpu import TensorSpec
 from tensorsmith.runtime.device import Device
-from tensorsmith.runtime.errors import ArtifactError, DeviceError, TensorsmithError
+from tensorsmith.runtime.errors import ArtifactError, DeviceError, InputError, TensorsmithError
 from tensorsmith.runtime.gpu_plan import (
     Declared,
     GpuDispatch,
     GpuStep,
     check_plan,
     raise_failed_check,
-    refuse_dynamic_shapes,
     run_checks,
 )
 from tensorsmith.runtime.plan import PARAMS_SECTION, Buffer, Plan, Step, Tensor
+from tensorsmith.runtime.shapes import (
+    Binder,
+    Binding,
+    GridCounter,
+    grown_size,
+    symbol_buffers,
+)
+from tensorsmith.runtime.shapes import nbytes as tensor_bytes
 
 __all__ = ["OpenCLModel", "list_devices"]
 
@@ -106,10 +121,15 @@ def _select(device: Device) -> Any:
     return devices[device.index]
 
 
-@dataclass(frozen=True)
+#: Workgroups per axis a launch may count with dynamic shapes (its global size, their
+#: product with the workgroup, stays within a 64-bit size_t).
+MAX_GROUPS = 2**31 - 1
+
+
+@dataclass
 class _Dispatch:
     kernel: Any  # pyopencl.Kernel with its buffer arguments set
-    global_size: tuple[int, ...]
+    global_size: tuple[int, ...]  # (with dynamic shapes: of the last binding)
     local_size: tuple[int, ...]
 
 
@@ -117,7 +137,6 @@ class OpenCLModel:
     """One model instance (its own device buffers) of an OpenCL artifact on one device."""
 
     def __init__(self, artifact: Artifact, device: Device) -> None:
-        refuse_dynamic_shapes(artifact.path, artifact.plan, "OpenCL")
         cl = self._cl = _pyopencl()
         self.path = artifact.path
         self._meta = artifact.metadata
@@ -126,8 +145,16 @@ class OpenCLModel:
         self.device_name = f"opencl:{device.index} '{self.cl_device.name.strip()}'"
         info = self._opencl_entry()
         self._check_extensions(info.get("extensions", []))
-        self.inputs = [self._spec(io, "input") for io in plan.inputs]
-        self.outputs = [self._spec(io, "output") for io in plan.outputs]
+        self._binder: Binder | None = None
+        self._binding: Binding | None = None  # the last run's (dynamic shapes)
+        if plan.is_symbolic:
+            most = min(int(self.cl_device.max_mem_alloc_size), 2**48)
+            self._binder = Binder(self.path, plan, most,
+                                  f"on OpenCL device {self.device_name}")
+        self.inputs = [self._spec(io, "input", i) for i, io in enumerate(plan.inputs)]
+        self.outputs = [self._spec(io, "output", i) for i, io in enumerate(plan.outputs)]
+        self._shapes = [t.shape for t in self.inputs]  # of the next run
+        self._input_bytes = [t.nbytes for t in self.inputs]
         # the plan buffer of each input and output (each checked by _spec)
         self._input_buffers = [int(io.buffer or 0) for io in plan.inputs]
         self._output_buffers = [int(io.buffer or 0) for io in plan.outputs]
@@ -143,12 +170,16 @@ class OpenCLModel:
         params_section = info.get("params_section", PARAMS_SECTION)
         params_bytes = (artifact.section_length(params_section)
                         if params_section in artifact.section_names() else 0)
-        check_plan(self.path, plan.buffers, plan_steps(self.path, plan, info, source),
+        gpu_steps = plan_steps(self.path, plan, info, source)
+        check_plan(self.path, plan.buffers, gpu_steps,
                    params_bytes=params_bytes, workspace_bytes=plan.workspace_bytes)
+        self._grids = GridCounter(gpu_steps)
         program = self._build(source, str(info.get("build_options", "")))
         self._buffers = self._allocate(artifact, info)
         self._steps = [self._bind(program, s, info["kernels"]) for s in plan.steps]
         self._closed = False
+        if self._binder is not None:
+            self._place(self._binder.at_ones())
 
     # ---- loading ----------------------------------------------------------------------
 
@@ -179,9 +210,15 @@ class OpenCLModel:
                     + (", or compile the model without float16" if ext == "cl_khr_fp16" else "")
                 )
 
-    def _spec(self, io: Tensor, kind: str) -> TensorSpec:
+    def _spec(self, io: Tensor, kind: str, index: int) -> TensorSpec:
+        """An input's or output's spec as reported before any run: with dynamic shapes,
+        its shape and bytes with every symbol 1 (as the CPU library reports them)."""
         buffer = self._buffer_entry(io.buffer, f"{kind} {io.name!r}")
-        return TensorSpec(io.name, io.dtype, io.shape, buffer.nbytes)
+        if self._binder is None:
+            return TensorSpec(io.name, io.dtype, io.shape, buffer.nbytes)
+        ones = self._binder.at_ones()
+        shape = (ones.input_shapes if kind == "input" else ones.output_shapes)[index]
+        return TensorSpec(io.name, io.dtype, shape, tensor_bytes(shape, io.dtype))
 
     def _buffer_entry(self, index: int | None, user: str) -> Buffer:
         buffers = self._plan.buffers
@@ -235,15 +272,17 @@ class OpenCLModel:
         args = [self._buffers[i] for i in step.args]
         dispatches = []
         for d in table[name]:
-            grid, workgroup = _triple(d.get("grid")), _triple(d.get("workgroup"))
+            grid, workgroup = _grid(d.get("grid")), _triple(d.get("workgroup"))
             if grid is None or workgroup is None:
                 raise ArtifactError(f"artifact '{self.path}' has a bad dispatch for kernel "
                                     f"{name!r}: {d!r}; re-export it")
             kernel = cl.Kernel(program, str(d["entry"]))
             kernel.set_args(*args)
             self._check_workgroup(kernel, str(d["entry"]), workgroup)
-            dispatches.append(_Dispatch(kernel, tuple(g * w for g, w in zip(grid, workgroup)),
-                                        workgroup))
+            static = all(isinstance(g, int) for g in grid)  # else counted per binding
+            dispatches.append(_Dispatch(
+                kernel, tuple(int(g) * w for g, w in zip(grid, workgroup)) if static else (),
+                workgroup))
         return dispatches
 
     def _check_workgroup(self, kernel: Any, entry: str, workgroup: tuple[int, ...]) -> None:
@@ -265,6 +304,8 @@ class OpenCLModel:
 
     def set_input(self, index: int, address: int, nbytes: int) -> None:
         spec = self._io(self.inputs, index, nbytes, "input")
+        if self._binder is not None:  # its buffer holds the input's shape of the next run
+            self._fit(self._input_buffers[index], nbytes)
         if nbytes:
             buffer = self._buffers[self._input_buffers[index]]
             self._copy(lambda: self._cl.enqueue_copy(
@@ -272,11 +313,13 @@ class OpenCLModel:
                 f"copying input {spec.name!r} to the device")
 
     def run(self) -> None:
+        self._rebind()
         self._enqueue_all(record=False)
         self._test_checks()
 
     def run_profiled(self) -> list[float]:
         """Run once; the device time of each step (sum of its dispatches), in ms."""
+        self._rebind()
         events = self._enqueue_all(record=True)
         self._test_checks()
         return [sum((e.profile.end - e.profile.start) * 1e-6 for e in step) for step in events]
@@ -291,6 +334,69 @@ class OpenCLModel:
 
     def set_num_threads(self, n: int) -> None:
         """Accepted for the common interface: the OpenCL driver decides its parallelism."""
+
+    # ---- dynamic shapes -----------------------------------------------------------------
+
+    def set_input_shape(self, index: int, shape: tuple[int, ...]) -> None:
+        """The shape of input ``index`` for the next runs (a model with dynamic shapes); a
+        shape the model cannot take raises InputError, as on the CPU."""
+        self._check_open()
+        if self._binder is None:
+            raise InputError(f"artifact '{self.path}': its inputs take the shapes they were "
+                             "compiled for")
+        if not 0 <= index < len(self.inputs):
+            raise TensorsmithError(f"artifact '{self.path}': no input {index}")
+        self._input_bytes[index] = self._binder.check_input_shape(index, shape)
+        self._shapes[index] = tuple(int(d) for d in shape)
+
+    def output_shape(self, index: int) -> tuple[int, ...]:
+        """Output ``index``'s shape in the last run (its static shape without symbols)."""
+        if self._binding is None:
+            return self.outputs[index].shape
+        return self._binding.output_shapes[index]
+
+    def _rebind(self) -> None:
+        """Learn the symbols from the inputs' shapes; where they changed, place the
+        buffers again, write the symbols' values and count the launches."""
+        if self._binder is None:
+            return
+        binding = self._binder.bind(self._shapes)
+        if self._binding is None or binding.values != self._binding.values:
+            self._place(binding)
+
+    def _place(self, binding: Binding) -> None:
+        grids = self._grids.count(binding, (MAX_GROUPS,) * 3, f"artifact '{self.path}'")
+        for k, n in binding.buffer_bytes.items():
+            self._fit(k, n)
+        for step, counts in zip(self._steps, grids):
+            for d, grid in zip(step, counts):
+                d.global_size = tuple(g * w for g, w in zip(grid, d.local_size))
+        for k, names in symbol_buffers(self._plan.buffers).items():
+            values = np.array([binding.symbols[n] for n in names], dtype=np.int64)
+            self._copy(lambda k=k, values=values: self._cl.enqueue_copy(
+                self._queue, self._buffers[k], values, is_blocking=True),
+                "writing the sizes of the run to the device")
+        self._binding = binding
+
+    def _fit(self, k: int, size: int) -> None:
+        """Make plan buffer ``k`` (of dynamic size) hold ``size`` bytes: kept where it
+        does, else replaced by a larger one, which the kernels that take it then bind."""
+        grown = grown_size(self._buffers[k].size, max(size, 4))
+        if grown is None:
+            return
+        cl = self._cl
+        try:
+            new = cl.Buffer(self._context, cl.mem_flags.READ_WRITE, size=grown)
+        except cl.Error as e:
+            raise DeviceError(f"artifact '{self.path}': allocating {grown} bytes for buffer "
+                              f"{k} on device {self.device_name} failed: {e}") from None
+        self._buffers[k].release()
+        self._buffers[k] = new
+        for step, plan_step in zip(self._steps, self._plan.steps):
+            if k in plan_step.args:
+                args = [self._buffers[i] for i in plan_step.args]
+                for d in step:
+                    d.kernel.set_args(*args)
 
     def close(self) -> None:
         if self._closed:
@@ -308,10 +414,13 @@ class OpenCLModel:
         if not 0 <= index < len(specs):
             raise TensorsmithError(f"artifact '{self.path}': no {kind} {index}")
         spec = specs[index]
-        if nbytes != spec.nbytes:
+        want = spec.nbytes
+        if self._binder is not None:
+            want = (self._input_bytes[index] if kind == "input" else
+                    tensor_bytes(self.output_shape(index), spec.dtype))
+        if nbytes != want:
             raise TensorsmithError(
-                f"artifact '{self.path}': {kind} {spec.name!r} has {spec.nbytes} bytes, "
-                f"got {nbytes}"
+                f"artifact '{self.path}': {kind} {spec.name!r} has {want} bytes, got {nbytes}"
             )
         return spec
 
@@ -324,7 +433,8 @@ class OpenCLModel:
             for index, step in enumerate(self._steps):
                 current = self.step_names[index]
                 step_events = [cl.enqueue_nd_range_kernel(self._queue, d.kernel, d.global_size,
-                                                          d.local_size) for d in step]
+                                                          d.local_size)
+                               for d in step if 0 not in d.global_size]
                 if record:
                     events.append(step_events)
             self._queue.finish()
@@ -374,7 +484,7 @@ def plan_steps(path: Any, plan: Plan, info: dict[str, Any], source: bytes) -> li
         for d in table:
             d = d if isinstance(d, dict) else {}
             entry = d.get("entry")
-            grid, workgroup = _triple(d.get("grid")), _triple(d.get("workgroup"))
+            grid, workgroup = _grid(d.get("grid")), _triple(d.get("workgroup"))
             if entry not in declared or grid is None or workgroup is None:
                 raise ArtifactError(f"artifact '{path}' has a bad dispatch for kernel {name!r} "
                                     f"(no such __kernel in its program, or a bad grid): {d!r}; "
@@ -403,5 +513,14 @@ def _host(address: int, nbytes: int) -> np.ndarray:
 def _triple(value: Any) -> tuple[int, int, int] | None:
     ok = isinstance(value, list) and len(value) == 3
     if not ok or not all(isinstance(v, int) and v > 0 for v in value):
+        return None
+    return (value[0], value[1], value[2])
+
+
+def _grid(value: Any) -> tuple[int | str, int | str, int | str] | None:
+    """A dispatch's workgroup counts: positive ints, or (dynamic shapes) the text of a
+    size expression, counted per run."""
+    ok = isinstance(value, list) and len(value) == 3
+    if not ok or not all(isinstance(v, str) or (isinstance(v, int) and v > 0) for v in value):
         return None
     return (value[0], value[1], value[2])

@@ -20,12 +20,13 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from tensorsmith.runtime.errors import ArtifactError, InputError
-from tensorsmith.runtime.plan import Plan, Tensor
+from tensorsmith.runtime.plan import Buffer, Plan, Tensor
 
-__all__ = ["ITEMSIZE", "MAX_TENSOR_BYTES", "Binder", "Binding", "SizeExpr", "place_by_lifetime",
-           "size_expr"]
+__all__ = ["ITEMSIZE", "MAX_TENSOR_BYTES", "Binder", "Binding", "GridCounter", "SizeExpr",
+           "grown_size", "nbytes", "place_by_lifetime", "size_expr", "symbol_buffers"]
 
 #: Bytes of one tensor at most, as in the CPU library (TSM_MAX_TENSOR_BYTES).
 MAX_TENSOR_BYTES = 2**48
@@ -246,3 +247,69 @@ def place_by_lifetime(buffers: Mapping[int, tuple[int, int, int]], alignment: in
         offsets[k] = cursor
         placed.append((cursor, cursor + size, last))
     return offsets, max((e for _, e, _ in placed), default=0)
+
+
+def nbytes(shape: Sequence[int], dtype: str) -> int:
+    """Bytes of a tensor of ``shape`` and ``dtype``."""
+    return math.prod(shape) * ITEMSIZE.get(dtype, 1)
+
+
+def symbol_buffers(buffers: Sequence[Buffer]) -> dict[int, tuple[str, ...]]:
+    """The plan buffers that hold symbols' values (int64, in the listed order): what an
+    executor writes before a run at a new binding."""
+    return {i: b.symbols for i, b in enumerate(buffers) if b.symbols}
+
+
+def grown_size(have: int | None, need: int) -> int | None:
+    """The size to reallocate a device buffer of ``have`` bytes (None: none yet) to, for a
+    binding that needs ``need``; None where it fits. A buffer grows by half again at
+    least, so that slowly growing shapes reallocate rarely."""
+    if have is not None and have >= need:
+        return None
+    return need if have is None else max(need, have * 3 // 2)
+
+
+Triple = tuple[int, int, int]
+
+
+class _Dispatch(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def grid(self) -> tuple[int | str, int | str, int | str]: ...
+
+
+class _Step(Protocol):
+    @property
+    def dispatches(self) -> Sequence[_Dispatch]: ...
+
+
+class GridCounter:
+    """Every dispatch's workgroup counts for a binding (the plan writes those that
+    depend on sizes as text), their size expressions parsed once."""
+
+    def __init__(self, steps: Sequence[_Step]) -> None:
+        self.steps = steps
+        self.exprs: dict[str, SizeExpr] = {}
+        for s in steps:
+            for d in s.dispatches:
+                for g in d.grid:
+                    if isinstance(g, str) and g not in self.exprs:
+                        self.exprs[g] = size_expr(g)
+
+    def count(self, binding: Binding, most: Sequence[int], where: str) -> list[list[Triple]]:
+        """``[step][dispatch]`` workgroup counts; an InputError where one passes ``most``
+        (the device's limit per axis)."""
+        out = []
+        for s in self.steps:
+            row = []
+            for d in s.dispatches:
+                g = tuple(x if isinstance(x, int) else self.exprs[x](binding.symbols)
+                          for x in d.grid)
+                if any(n > m for n, m in zip(g, most)):
+                    raise InputError(f"{where}: with {binding.describe()}, dispatch {d.name} "
+                                     f"would need {list(g)} workgroups and the device allows "
+                                     f"at most {list(most)}; run smaller shapes")
+                row.append((g[0], g[1], g[2]))
+            out.append(row)
+        return out

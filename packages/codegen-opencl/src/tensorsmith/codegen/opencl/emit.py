@@ -4,9 +4,15 @@ A function's stage nests become dispatches (``tensorsmith.ir.te.dispatch``); eac
 kernel taking the function's buffer parameters, in order, as ``__global T* restrict``
 pointers, so the runtime binds the same buffers to every dispatch of a step. The bound
 ``blockIdx``/``threadIdx`` loop variables are read from ``get_group_id``/``get_local_id``;
-loops left inside run serially in each work-item. Semantics follow the LLVM backend:
-integer floordiv/floormod round toward minus infinity, float max/min propagate NaN,
-``round`` rounds half to even, bool values are ints 0/1 and bool buffers hold uchar.
+loops left inside run serially in each work-item. A function with run-time sizes
+(``attrs["symbols"]``) takes one more argument after its buffers, the plan's symbols
+buffer (``__global const long *``, the values in that order), which every kernel loads
+once at entry; a workgroup count that depends on them is written in the dispatch table
+as the text of its size expression, which the runtime evaluates per run.
+
+Semantics follow the LLVM backend: integer floordiv/floormod round toward minus
+infinity, float max/min propagate NaN, ``round`` rounds half to even, bool values are
+ints 0/1 and bool buffers hold uchar.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from tensorsmith.ir.te.stmt import (
     Stmt,
     Store,
 )
+from tensorsmith.ir.te.symbols import dim_of, symvar
 
 from .dtypes import (
     EXTENSIONS,
@@ -72,14 +79,10 @@ class Program:
     extensions: list[str] = field(default_factory=list)
 
 
-def refuse_sizes(func: PrimFunc) -> None:
-    """Refuse a kernel with run-time sizes: passing them to OpenCL kernels and computing
-    the launches per run is not done yet for this target."""
-    if func.attrs.get("symbols"):
-        raise ModelError(f"kernel {func.name} has sizes known only at run time "
-                         f"({', '.join(func.attrs['symbols'])}): dynamic shapes run on the "
-                         "llvm and vulkan targets so far; fix them with --input-shape (or "
-                         "--dim)")
+def grid_json(grid: tuple[int | Expr, ...]) -> list[int | str]:
+    """A dispatch's workgroup counts as the dispatch table holds them: an int, or the text
+    of a size expression (``"(batch*seq + 63)//64"``) the runtime evaluates per run."""
+    return [g if isinstance(g, int) else str(dim_of(g)) for g in grid]
 
 
 def emit_program(funcs: list[PrimFunc], header: str = "") -> Program:
@@ -89,12 +92,11 @@ def emit_program(funcs: list[PrimFunc], header: str = "") -> Program:
     kernels: list[str] = []
     table: dict[str, list[dict[str, Any]]] = {}
     for func in funcs:
-        refuse_sizes(func)
         table[func.name] = []
         for dispatch in split_dispatches(func):
             writer = _KernelWriter(func, dispatch, helpers, dtypes)
             kernels.append(writer.emit())
-            table[func.name].append({"entry": dispatch.name, "grid": list(dispatch.grid),
+            table[func.name].append({"entry": dispatch.name, "grid": grid_json(dispatch.grid),
                                      "workgroup": list(dispatch.workgroup)})
     extensions = sorted({EXTENSIONS[d] for d in dtypes if d in EXTENSIONS})
     parts = [f"/* {header} */" if header else ""]
@@ -152,6 +154,12 @@ class _KernelWriter:
             const = "" if id(buf) in written else "const "
             params.append(f"__global {const}{self._memory_type(buf.dtype)}* restrict "
                           f"{self.names.bind(buf, buf.name)}")
+        symbols = tuple(self.func.attrs.get("symbols") or ())
+        if symbols:  # every kernel of the function takes it, so a step binds the same args
+            sizes = self.names.bind(self.names, "sizes")  # (any object of this kernel)
+            params.append(f"__global const long* restrict {sizes}")
+            for k, name in enumerate(symbols):
+                self._line(f"const long {self.names.bind(symvar(name), name)} = {sizes}[{k}];")
         for axis, var in d.block_vars.items():
             self._line(f"const long {self.names.bind(var, var.name)} = "
                        f"(long)get_group_id({'xyz'.index(axis)});")
@@ -216,7 +224,8 @@ class _KernelWriter:
         if s.kind == "unrolled":
             self._line("#pragma unroll")
         var = self.names.bind(s.var, s.var.name)
-        self._line(f"for (long {var} = 0; {var} < {s.extent}L; ++{var}) {{")
+        extent = f"{s.extent}L" if isinstance(s.extent, int) else self.expr(s.extent)
+        self._line(f"for (long {var} = 0; {var} < {extent}; ++{var}) {{")
         self._block(s.body)
         self._line("}")
 

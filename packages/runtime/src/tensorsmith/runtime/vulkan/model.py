@@ -31,7 +31,7 @@ from tensorsmith.runtime.device import Device
 from tensorsmith.runtime.errors import ArtifactError, DeviceError, InputError, TensorsmithError
 from tensorsmith.runtime.gpu_plan import raise_failed_check
 from tensorsmith.runtime.plan import PARAMS_SECTION
-from tensorsmith.runtime.shapes import ITEMSIZE, Binder
+from tensorsmith.runtime.shapes import Binder, GridCounter, grown_size, nbytes, symbol_buffers
 
 from .commands import CommandRecorder, Copy, Submitter
 from .context import DeviceContext, device_context
@@ -39,7 +39,7 @@ from .layout import Layout, place
 from .memory import DOWNLOAD, UPLOAD, DeviceBuffer, choose_mode, create_buffer, destroy_buffer
 from .pipelines import DescriptorSets, Pipelines
 from .plan import VulkanPlan, parse
-from .shaped import GridCounter, ShapedLayout, nbytes, shaped_layout, symbol_buffers
+from .shaped import ShapedLayout, shaped_layout
 from .timestamps import StepTimer
 
 __all__ = ["VulkanModel"]
@@ -92,7 +92,7 @@ class VulkanModel:
             return spec
         ones = self.binder.at_ones()
         shape = (ones.input_shapes if kind == "in" else ones.output_shapes)[index]
-        return TensorSpec(spec.name, spec.dtype, shape, nbytes(shape, ITEMSIZE[spec.dtype]))
+        return TensorSpec(spec.name, spec.dtype, shape, nbytes(shape, spec.dtype))
 
     def _load(self, artifact: Artifact) -> None:
         where = f"artifact '{self.path}'"
@@ -121,8 +121,8 @@ class VulkanModel:
                                   f"artifact '{self.path}'")
         shaped = shaped_layout(
             binding, self.plan.buffers, grids,
-            [nbytes(s, ITEMSIZE[t.dtype]) for s, t in zip(binding.input_shapes, self.inputs)],
-            [nbytes(s, ITEMSIZE[t.dtype]) for s, t in zip(binding.output_shapes, self.outputs)],
+            [nbytes(s, t.dtype) for s, t in zip(binding.input_shapes, self.inputs)],
+            [nbytes(s, t.dtype) for s, t in zip(binding.output_shapes, self.outputs)],
             len(self.plan.checks), limits["minStorageBufferOffsetAlignment"])
         storage = "direct" if self.mode == "direct" else "storage"
         self._grow("dynamic", shaped.region_bytes, storage, "the buffers of dynamic size")
@@ -143,10 +143,10 @@ class VulkanModel:
         """Make buffer ``name`` hold ``size`` bytes: kept if it does, else replaced by one
         of half as much again (so that slowly growing shapes reallocate rarely)."""
         old = self._resources.get(name)
-        if old is not None and old.size >= size:
+        grown = grown_size(None if old is None else old.size, size)
+        if grown is None:
             return
-        new = create_buffer(self.ctx, size if old is None else max(size, old.size * 3 // 2),
-                            kind, what)
+        new = create_buffer(self.ctx, grown, kind, what)
         if old is not None:
             destroy_buffer(self.ctx.handle, old)
         self._resources[name] = new
@@ -317,7 +317,7 @@ class VulkanModel:
     def _out_bytes(self, i: int) -> int:
         if self.shaped is None:
             return self.outputs[i].nbytes
-        return nbytes(self.shaped.binding.output_shapes[i], ITEMSIZE[self.outputs[i].dtype])
+        return nbytes(self.shaped.binding.output_shapes[i], self.outputs[i].dtype)
 
     def _output_copies(self) -> list[Copy]:
         down = self._resources["download"].buffer

@@ -12,17 +12,13 @@ depend on the binding too.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tensorsmith.runtime.errors import InputError
 from tensorsmith.runtime.plan import Buffer
-from tensorsmith.runtime.shapes import Binding, SizeExpr, place_by_lifetime, size_expr
+from tensorsmith.runtime.shapes import Binding, place_by_lifetime, symbol_buffers
 
-from .plan import StepSpec
-
-__all__ = ["ShapedLayout", "shaped_layout", "symbol_buffers"]
+__all__ = ["ShapedLayout", "shaped_layout"]
 
 Triple = tuple[int, int, int]
 
@@ -43,39 +39,6 @@ class ShapedLayout:
     upload_bytes: int
     download: list[int]
     download_bytes: int
-
-
-def symbol_buffers(buffers: Sequence[Buffer]) -> dict[int, tuple[str, ...]]:
-    """The plan buffers that hold symbols' values (int64, in the listed order)."""
-    return {i: b.symbols for i, b in enumerate(buffers) if b.symbols}
-
-
-class GridCounter:
-    """Every dispatch's workgroup counts, their size expressions parsed once."""
-
-    def __init__(self, steps: Sequence[StepSpec]) -> None:
-        self.steps = steps
-        self.exprs: dict[str, SizeExpr] = {}
-        for s in steps:
-            for d in s.dispatches:
-                for g in d.grid:
-                    if isinstance(g, str) and g not in self.exprs:
-                        self.exprs[g] = size_expr(g)
-
-    def count(self, binding: Binding, most: Sequence[int], where: str) -> list[list[Triple]]:
-        out = []
-        for s in self.steps:
-            row = []
-            for d in s.dispatches:
-                g = tuple(x if isinstance(x, int) else self.exprs[x](binding.symbols)
-                          for x in d.grid)
-                if any(n > m for n, m in zip(g, most)):
-                    raise InputError(f"{where}: with {binding.describe()}, dispatch {d.name} "
-                                     f"would need {list(g)} workgroups and the device allows "
-                                     f"at most {list(most)}; run smaller shapes")
-                row.append((g[0], g[1], g[2]))
-            out.append(row)
-        return out
 
 
 def shaped_layout(binding: Binding, buffers: Sequence[Buffer], grids: list[list[Triple]],
@@ -102,10 +65,6 @@ def shaped_layout(binding: Binding, buffers: Sequence[Buffer], grids: list[list[
         cursor += _round16(n)
     return ShapedLayout(binding, offsets, max(region, 4), grids, upload, symbols_upload,
                         max(upload_bytes, 4), download, max(cursor, 4))
-
-
-def nbytes(shape: Sequence[int], itemsize: int) -> int:
-    return math.prod(shape) * itemsize
 
 
 def _round16(n: int) -> int:
