@@ -127,9 +127,11 @@ def _static_images(group: FusedGroup) -> bool:
     return all(is_static(v.shape[1:]) for v in values)
 
 
-def _one_image(shape: Sequence[Dim]) -> tuple[Dim, ...]:
-    """``shape`` with a batch known only at run time (a symbolic first dim) at 1."""
-    return tuple(1 if k == 0 and not isinstance(d, int) else d for k, d in enumerate(shape))
+def _one_image(shape: Sequence[Dim]) -> tuple[int, ...]:
+    """``shape`` (static past its first axis, :func:`_static_images`) with a batch known
+    only at run time at 1."""
+    first, *rest = shape
+    return (first if isinstance(first, int) else 1, *(int(d) for d in rest))
 
 
 def constant_conv_weights(group: FusedGroup, constant_inputs: Collection[int]

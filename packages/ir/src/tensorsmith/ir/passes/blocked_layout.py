@@ -122,7 +122,7 @@ class _Rewriter:
             self.emit(node, [self.blocked[ins[0].uid]], node.attrs)
             return True
         if pattern == Pattern.BROADCAST and len(out.shape) == 4:
-            operands = [self.broadcast_operand(v, out.shape[1]) for v in ins]
+            operands = [self.broadcast_operand(v, int(out.shape[1])) for v in ins]
             if all(o is not None for o in operands):
                 self.emit(node, operands, node.attrs)  # type: ignore[arg-type]
                 return True
