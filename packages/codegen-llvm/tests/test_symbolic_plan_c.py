@@ -67,7 +67,7 @@ KERNEL tsm_kernel_2(void **args) {
 def cc() -> str:
     found = shutil.which("cc") or shutil.which("gcc")
     if found is None:
-        pytest.skip("no C compiler")
+        pytest.fail("no C compiler (cc or gcc): install gcc")
     return found
 
 

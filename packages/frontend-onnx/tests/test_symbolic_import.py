@@ -4,11 +4,9 @@ several sizes, like onnxruntime runs the model."""
 
 from __future__ import annotations
 
-import io
 import re
-import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -200,30 +198,12 @@ def test_causal_mask_over_symbolic_lengths() -> None:
 
 # -- (c) exported transformers -------------------------------------------------------------
 
-def export(torch: Any, module: Any, args: tuple, names: list[str], axes: dict
-           ) -> onnx.ModelProto:
-    buffer = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(module, args, buffer, dynamo=False, opset_version=17,
-                          input_names=names, output_names=["y"], dynamic_axes=axes)
-    return onnx.load_from_string(buffer.getvalue())
+DATA = Path(__file__).resolve().parent / "data"
 
 
-def encoder_layer(torch: Any) -> Any:
-    """torch's encoder layer, called with its input alone (tracing it directly passes a
-    tensor where scaled_dot_product_attention wants a bool)."""
-
-    class Encoder(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = torch.nn.TransformerEncoderLayer(
-                d_model=32, nhead=2, dim_feedforward=64, batch_first=True, dropout=0.0)
-
-        def forward(self, x: Any) -> Any:
-            return self.layer(x)
-
-    return Encoder().eval()
+def exported(name: str) -> onnx.ModelProto:
+    """A PyTorch export with dynamic axes, made by data/export_torch_models.py."""
+    return onnx.load(DATA / f"{name}.onnx")
 
 
 def test_torch_encoder_layer() -> None:
@@ -232,10 +212,7 @@ def test_torch_encoder_layer() -> None:
     runs for that sequence length only (onnxruntime's Reshape fails for others), and the
     importer, which cannot make ``seq`` equal 5, names that node. With ``seq`` fixed the
     rest stays symbolic in ``batch``."""
-    torch = pytest.importorskip("torch")
-    torch.manual_seed(0)
-    m = export(torch, encoder_layer(torch), (torch.randn(2, 5, 32),), ["x"],
-               {"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}})
+    m = exported("torch_encoder_layer")
     rng = np.random.default_rng(8)
     try:
         ort_run(m, {"x": rng.standard_normal((2, 7, 32), np.float32)})
@@ -256,42 +233,8 @@ def test_torch_encoder_layer() -> None:
                                      for b in (1, 3) for s in lengths], atol=1e-4)
 
 
-def tiny_bert(torch: Any) -> Any:
-    """Embeddings with positions from ``arange(seq)``, masked multi-head self-attention
-    whose heads are split by reshapes to the input's own sizes, a GELU feed-forward."""
-    nn = torch.nn
-
-    class TinyBert(nn.Module):
-        def __init__(self, vocab: int = 50, d: int = 32, heads: int = 2) -> None:
-            super().__init__()
-            self.h, self.dh = heads, d // heads
-            self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(64, d)
-            self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.ff = nn.Sequential(nn.Linear(d, 64), nn.GELU(), nn.Linear(64, d))
-
-        def forward(self, ids: Any, mask: Any) -> Any:
-            b, s = ids.shape
-            x = self.tok(ids) + self.pos(torch.arange(s).unsqueeze(0).expand(b, -1))
-            q, k, v = (t.reshape(b, s, self.h, self.dh).transpose(1, 2)
-                       for t in self.qkv(x).chunk(3, dim=-1))
-            scores = q @ k.transpose(-1, -2) / self.dh ** 0.5
-            keep = mask[:, None, None, :].expand(-1, self.h, s, -1)
-            scores = scores.masked_fill(keep == 0, -1e4)
-            ctx = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, s, -1)
-            x = self.ln1(x + self.out(ctx))
-            return self.ln2(x + self.ff(x))
-
-    return TinyBert().eval()
-
-
 def test_torch_bert_like_layer() -> None:
-    torch = pytest.importorskip("torch")
-    torch.manual_seed(0)
-    ids = torch.randint(0, 50, (2, 5))
-    axes = {"ids": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "seq"},
-            "y": {0: "batch", 1: "seq"}}
-    m = export(torch, tiny_bert(torch), (ids, torch.ones_like(ids)), ["ids", "mask"], axes)
+    m = exported("torch_tiny_bert")
     ops = {n.op_type for n in m.graph.node}
     assert {"Shape", "Range", "ConstantOfShape", "Equal", "Where", "Expand"} <= ops
     graph, _ = from_onnx(m)
