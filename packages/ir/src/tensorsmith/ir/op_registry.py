@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from tensorsmith.runtime.shapes import MAX_TENSOR_BYTES
+
 from .errors import ShapeError
 from .symbolic import (
     Dim,
@@ -40,13 +42,13 @@ class Pattern(IntEnum):
     OPAQUE = 8
 
 
-MAX_TENSOR_BYTES = 2**48
-"""The most bytes one tensor may take: 256 TiB, the whole 48-bit virtual address space
-of x86-64 and AArch64 (4-level paging), so no process could ever hold a larger one. The
-generated code indexes in 64-bit integers; below this bound an element count, a byte
-offset, and the sum of a plan's buffers (up to 2**15 of them at this size) stay exact,
-where an unchecked product of dims wraps (768 * 48038396025285291 elements is 256 mod
-2**64) and yields an artifact that writes out of bounds."""
+# MAX_TENSOR_BYTES (imported from the runtime, which checks it on sizes known only at
+# run time) is the most bytes one tensor may take: 256 TiB, the whole 48-bit virtual
+# address space of x86-64 and AArch64 (4-level paging), so no process could ever hold a
+# larger one. The generated code indexes in 64-bit integers; below this bound an element
+# count, a byte offset, and the sum of a plan's buffers (up to 2**15 of them at this
+# size) stay exact, where an unchecked product of dims wraps (768 * 48038396025285291
+# elements is 256 mod 2**64) and yields an artifact that writes out of bounds.
 
 
 def tensor_bytes(shape: Sequence[Dim], dtype: str) -> Dim:
