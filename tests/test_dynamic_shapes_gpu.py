@@ -1,7 +1,9 @@
-"""Dynamic shapes on the OpenCL target: one artifact for any batch and sequence length,
-run at several shapes against NumPy and ONNX Runtime, its dynamic buffers grown when a
-shape needs more and kept otherwise; a shape the model cannot take is refused with the
-CPU library's message."""
+"""Dynamic shapes on the GPU targets: one artifact for any batch and sequence length, run
+at several shapes against NumPy and ONNX Runtime. Vulkan runs with its device buffers
+mapped and behind staging buffers (TSM_VULKAN_STAGING=1, the path of discrete GPUs);
+buffers sized per shape grow when a shape needs more and are kept otherwise; a shape the
+model cannot take is refused with the CPU library's message (tests/test_dynamic_shapes.py
+runs the same models on the CPU)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,19 @@ from tensorsmith.ir import GraphBuilder, build
 from tensorsmith.ir.symbolic import symbol
 from tensorsmith.runtime.errors import InputError
 
-pytestmark = pytest.mark.opencl
+#: (target, TSM_VULKAN_STAGING) of each way a GPU artifact runs here
+WAYS = [pytest.param(("vulkan", "0"), id="vulkan-mapped", marks=pytest.mark.vulkan),
+        pytest.param(("vulkan", "1"), id="vulkan-staging", marks=pytest.mark.vulkan),
+        pytest.param(("opencl", "0"), id="opencl", marks=pytest.mark.opencl)]
+
+
+@pytest.fixture(scope="module", params=WAYS)
+def target(request: pytest.FixtureRequest) -> str:
+    """The target; for Vulkan, the memory path too, set for the whole module's runs."""
+    name, staging = request.param
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TSM_VULKAN_STAGING", staging)
+        yield name
 
 
 @pytest.fixture(scope="module")
@@ -27,11 +41,13 @@ def bert() -> onnx.ModelProto:
 
 
 @pytest.fixture(scope="module")
-def bert_path(bert: onnx.ModelProto, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _compile_once(bert, tmp_path_factory.mktemp("bert_opencl"), target="opencl")
+def bert_path(bert: onnx.ModelProto, target: str,
+              tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _compile_once(bert, tmp_path_factory.mktemp(f"bert_{target}"), target=target)
 
 
-def test_mlp_with_a_dynamic_batch_matches_numpy_at_every_batch(tmp_path: Path) -> None:
+def test_mlp_with_a_dynamic_batch_matches_numpy_at_every_batch(tmp_path: Path,
+                                                               target: str) -> None:
     rng = np.random.default_rng(3)
     w1 = rng.standard_normal((16, 32)).astype(np.float32)
     b1 = rng.standard_normal(32).astype(np.float32)
@@ -41,7 +57,7 @@ def test_mlp_with_a_dynamic_batch_matches_numpy_at_every_batch(tmp_path: Path) -
     h = b.add1("relu", [b.add1("add", [b.add1("matmul", [x, b.constant("w1", w1)]),
                                        b.constant("b1", b1)])])
     out = b.add1("softmax", [b.add1("matmul", [h, b.constant("w2", w2)])], {"axis": -1})
-    lib = build(b.finish([out]), target="opencl")
+    lib = build(b.finish([out]), target=target)
     assert lib.plan.symbols == ("batch",)
     path = tmp_path / "mlp.tsm"
     lib.export_library(path)
@@ -60,9 +76,11 @@ def test_mlp_with_a_dynamic_batch_matches_numpy_at_every_batch(tmp_path: Path) -
             np.testing.assert_allclose(got, reference(v), rtol=1e-4, atol=1e-5)
 
 
-def test_a_run_at_the_same_shape_places_nothing_again(bert: onnx.ModelProto,
-                                                      bert_path: Path) -> None:
-    with rt.load(bert_path) as module:
+@pytest.mark.opencl
+def test_opencl_places_nothing_again_at_the_same_shape(bert: onnx.ModelProto,
+                                                       tmp_path: Path) -> None:
+    """(The OpenCL executor keeps one cl.Buffer per buffer sized per shape.)"""
+    with rt.load(_compile_once(bert, tmp_path, target="opencl")) as module:
         executor = module._executor
         module.run(sample_inputs(bert, dims={"batch": 2, "seq": 9}))
         buffers, binding = list(executor._buffers), executor._binding
@@ -76,12 +94,12 @@ def test_a_run_at_the_same_shape_places_nothing_again(bert: onnx.ModelProto,
 def test_bert_with_dynamic_batch_and_sequence_matches_onnxruntime(
         bert: onnx.ModelProto, bert_path: Path) -> None:
     _assert_runs_match(bert, bert_path, [{"batch": 1, "seq": 7}, {"batch": 2, "seq": 64},
-                                         {"batch": 3, "seq": 7}])
+                                         {"batch": 1, "seq": 128}, {"batch": 3, "seq": 7}])
 
 
-def test_resnet_with_a_dynamic_batch_matches_onnxruntime(tmp_path: Path) -> None:
+def test_resnet_with_a_dynamic_batch_matches_onnxruntime(tmp_path: Path, target: str) -> None:
     model = resnet18(batch="batch", image=32)
-    path = _compile_once(model, tmp_path, target="opencl")
+    path = _compile_once(model, tmp_path, target=target)
     _assert_runs_match(model, path, [{"batch": 1}, {"batch": 3}])
 
 
