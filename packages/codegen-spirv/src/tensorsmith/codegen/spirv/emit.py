@@ -376,34 +376,19 @@ class DispatchEmitter:
                 self.values[id(s.var)] = Value(self._c32(i), "i32")
                 self.stmt(s.body)
             return
-        fb, i32 = self.fb, self._type("i32")
-        header, body, cont, merge = (self.m.new_id() for _ in range(4))
-        pre = fb.block
-        fb.do("Branch", header)
-        fb.label(header)
-        counter = self.m.new_id()
-        following = self.m.new_id()
-        fb.op_as("Phi", i32, counter, self._c32(0), pre, following, cont)
-        cond = fb.op("SLessThan", self.m.t_bool(), counter, self._c32(s.extent))
         control = LOOP_CONTROL["Unroll"] if s.kind == "unrolled" else LOOP_CONTROL["None"]
-        fb.do("LoopMerge", merge, cont, control)
-        fb.do("BranchConditional", cond, body, merge)
-        fb.label(body)
-        self.values[id(s.var)] = Value(counter, "i32")
-        self.m.name(counter, s.var.name)
-        self.stmt(s.body)
-        fb.do("Branch", cont)
-        fb.label(cont)
-        fb.op_as("IAdd", i32, following, counter, self._c32(1))
-        fb.do("Branch", header)
-        fb.label(merge)
+        self._loop(s, self._c32(s.extent), control)
 
     def _sized_for(self, s: For) -> None:
         """A loop over a run-time extent: never unrolled, its bound computed before it."""
         assert isinstance(s.extent, Expr)
-        fb, i32 = self.fb, self._type("i32")
         bound = self._coerce(self.expr(s.extent), "i32").id
         self.ranges.bind_sized(s.var)
+        self._loop(s, bound, LOOP_CONTROL["None"])
+
+    def _loop(self, s: For, bound: int, control: int) -> None:
+        """The structured loop ``for counter in [0, bound)`` around ``s.body``."""
+        fb, i32 = self.fb, self._type("i32")
         header, body, cont, merge = (self.m.new_id() for _ in range(4))
         pre = fb.block
         fb.do("Branch", header)
@@ -411,7 +396,7 @@ class DispatchEmitter:
         counter, following = self.m.new_id(), self.m.new_id()
         fb.op_as("Phi", i32, counter, self._c32(0), pre, following, cont)
         cond = fb.op("SLessThan", self.m.t_bool(), counter, bound)
-        fb.do("LoopMerge", merge, cont, LOOP_CONTROL["None"])
+        fb.do("LoopMerge", merge, cont, control)
         fb.do("BranchConditional", cond, body, merge)
         fb.label(body)
         self.values[id(s.var)] = Value(counter, "i32")
