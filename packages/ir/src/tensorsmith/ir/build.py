@@ -19,11 +19,21 @@ import numpy as np
 
 from tensorsmith.runtime.kernel_names import kernel_label
 from tensorsmith.runtime.layouts import to_stored
-from tensorsmith.runtime.plan import Assumption, Buffer, Check, Kernel, Plan, Step, Tensor
+from tensorsmith.runtime.plan import (
+    Assumption,
+    Buffer,
+    Check,
+    ComputedSize,
+    Kernel,
+    Plan,
+    Step,
+    Tensor,
+)
 
 from .codegen import get_codegen, target_resources
 from .errors import ModelError
 from .graph import Graph, Node, Value
+from .host_sizes import expr_symbols
 from .lowering import default_transforms, lower_group, workload_key
 from .module import CompiledModule
 from .passes import (
@@ -131,7 +141,7 @@ def fused_groups(mod: Graph, params: Mapping[str, np.ndarray] | None = None, opt
     homes = dict(views.views)
     if opt_level >= 1:
         for uid, src in _reshape_aliases(groups).items():
-            homes[uid] = homes.get(src.uid, View(src, 0))
+            homes[uid] = homes.get(src.uid, View(src, 0, whole=True))
     groups = [g for g in groups if not _moves_no_data(g, homes, views)]
     return graph, groups, homes
 
@@ -285,7 +295,8 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
     def buffer(v: Value) -> int:
         """The plan buffer of ``v``: its root's, or a range of it where ``v`` is a part."""
         home = homes.get(v.uid)
-        if home is None or (home.offset == 0 and v.nbytes == sizes.get(home.root.uid)):
+        if home is None or (home.offset == 0 and (home.whole
+                                                  or v.nbytes == sizes.get(home.root.uid))):
             return buffer_of[root(v)]
         if not all(isinstance(d, int) for d in (sizes[home.root.uid], home.offset, v.nbytes)):
             # the runtime places a symbolic buffer whole: it has no parts at fixed offsets
@@ -326,6 +337,8 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
         assumptions=tuple(dict.fromkeys(
             Assumption(str(a.lhs), str(a.rhs), a.reason) for a in graph.assumptions
             if free_symbols((a.lhs, a.rhs)) <= set(symbols))),
+        computed=tuple(ComputedSize(c.name, c.expr, c.reason) for c in graph.computed
+                       if c.name in symbols),
         kernels=tuple(Kernel(f.name, tuple(f.attrs.get("ops", [])),
                              tuple(f.attrs.get("nodes", [])))
                       for f in {id(f): f for f in funcs}.values()),
@@ -352,6 +365,10 @@ def plan_symbols(graph: Graph, funcs: Sequence[PrimFunc] = ()) -> tuple[str, ...
         used |= set(f.attrs.get("symbols", ()))
     given = {str(d) for v in graph.inputs for d in v.shape
              if isinstance(d, Sym) and str(d).isidentifier()}
+    given |= {c.name for c in graph.computed}
+    for c in reversed(graph.computed):  # a computed size needs the sizes its text names
+        if c.name in used:
+            used |= expr_symbols(c.expr)
     missing = sorted(used - given)
     if missing:
         names = ", ".join(f"'{n}'" for n in missing)

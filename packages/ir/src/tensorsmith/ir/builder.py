@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
 
 from .errors import ModelError, ShapeError
 from .graph import Graph, Node, Value
+from .host_sizes import ComputedSize, HostExpr
 from .op_registry import TensorType, get_op, tensor_bytes
-from .symbolic import Assumption, Dim, Sym, assuming, shape_text
+from .symbolic import Assumption, Dim, Sym, assuming, shape_text, symbol
 
 
 class GraphBuilder:
@@ -24,6 +26,8 @@ class GraphBuilder:
         self.inputs: list[Value] = []
         self.nodes: list[Node] = []
         self.assumptions: list[Assumption] = []
+        self.computed: list[ComputedSize] = []
+        self._computed_names: dict[str, Sym] = {}  # expression text -> its symbol
         self._names: set[str] = set()
 
     def unique(self, name: str) -> str:
@@ -45,6 +49,29 @@ class GraphBuilder:
         self.inputs.append(v)
         return v
 
+    def size(self, value: Dim | HostExpr, hint: str, reason: str) -> Dim:
+        """``value`` as a dim: itself if it is one, else the symbol of a size computed on
+        the host before each run (host_sizes.ComputedSize; one symbol per expression, so
+        two nodes that compute the same size agree on it). ``reason`` names the node."""
+        if not isinstance(value, HostExpr):
+            return value
+        if value.is_float:
+            raise TypeError(f"a size must be an integer, not '{value}' (floor it first)")
+        known = self._computed_names.get(value.text)
+        if known is not None:
+            return known
+        base = re.sub(r"\W", "_", hint) or "n"
+        base = base if base[0].isalpha() else f"n_{base}"
+        name, k = base, 0
+        taken = {c.name for c in self.computed} | {str(d) for v in self.inputs for d in v.shape
+                                                   if isinstance(d, Sym)}
+        while name in taken:
+            k += 1
+            name = f"{base}_{k}"
+        self.computed.append(ComputedSize(name, value.text, reason))
+        self._computed_names[value.text] = symbol(name)
+        return self._computed_names[value.text]
+
     def constant(self, name: str, data: np.ndarray | float | int) -> Value:
         return Graph.constant(self.unique(name), np.asarray(data))
 
@@ -57,7 +84,7 @@ class GraphBuilder:
         if not lo <= len(inputs) <= hi:
             raise ModelError(f"{where}: takes {lo}..{hi} inputs, got {len(inputs)}")
         try:
-            with assuming() as assumed:
+            with assuming(c.name for c in self.computed) as assumed:
                 types = opdef.infer([TensorType(v.shape, v.dtype) for v in inputs], attrs)
             self.assumptions += [Assumption(a.lhs, a.rhs, f"{where}: {a.reason}")
                                  for a in assumed]
@@ -78,6 +105,6 @@ class GraphBuilder:
 
     def finish(self, outputs: list[Value]) -> Graph:
         g = Graph(list(self.inputs), list(self.nodes), list(outputs), self.name,
-                  assumptions=list(self.assumptions))
+                  assumptions=list(self.assumptions), computed=list(self.computed))
         g.verify()
         return g

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ModelError
+from .host_sizes import ComputedSize
 from .symbolic import Assumption, Dim, is_static, math_prod, shape_text
 
 _ids = itertools.count()
@@ -78,7 +79,8 @@ class Graph:
 
     def __init__(self, inputs: list[Value], nodes: list[Node], outputs: list[Value],
                  name: str = "main", checks: list[Check] | None = None,
-                 assumptions: list[Assumption] | None = None) -> None:
+                 assumptions: list[Assumption] | None = None,
+                 computed: list[ComputedSize] | None = None) -> None:
         self.inputs = inputs
         self.nodes = nodes
         self.outputs = outputs
@@ -87,6 +89,9 @@ class Graph:
         #: equalities of symbolic sizes that shape inference assumed (symbolic.py); every
         #: run checks them
         self.assumptions = assumptions or []
+        #: symbols computed before each run from small inputs' values (host_sizes.py),
+        #: in the order a run computes them
+        self.computed = computed or []
 
     def results(self) -> list[Value]:
         """What a run must compute and keep to its end: the outputs, then the checks'
@@ -127,7 +132,8 @@ class Graph:
         inputs, nodes, results = copy_nodes(self.inputs, self.nodes, self.results())
         n = len(self.outputs)
         checks = [Check(flag, c.message) for flag, c in zip(results[n:], self.checks)]
-        return Graph(inputs, nodes, results[:n], self.name, checks, list(self.assumptions))
+        return Graph(inputs, nodes, results[:n], self.name, checks, list(self.assumptions),
+                     list(self.computed))
 
     def verify(self) -> None:
         """Check SSA and topological order; raises ModelError naming the offending node."""

@@ -30,6 +30,8 @@ def run_graph(graph: Graph, inputs: Mapping[str, np.ndarray], keep_all: bool = F
             raise ModelError(f"interpreter: input '{v.name}' not given")
     arrays = {v.uid: np.asarray(inputs[v.name], dtype=v.dtype) for v in graph.inputs}
     sizes = _bind_symbols(graph.inputs, arrays)
+    if graph.computed:
+        sizes = _compute_sizes(graph, arrays, sizes)
     env: dict[int, np.ndarray] = {}
     for v in graph.inputs:
         env[v.uid] = _input_array(v, arrays[v.uid], sizes)
@@ -66,6 +68,31 @@ def _bind_symbols(inputs: list[Value], arrays: Mapping[int, np.ndarray]) -> dict
                                  f"'{seen[name]}' has {name} = {sizes[name]}")
             seen.setdefault(name, v.name)
     return sizes
+
+
+def _compute_sizes(graph: Graph, arrays: Mapping[int, np.ndarray],
+                   sizes: dict[str, int]) -> dict[str, int]:
+    """``sizes`` and the graph's computed sizes, from the inputs' values (host_sizes.py),
+    each refused below 1 as the runtime refuses it."""
+    from tensorsmith.runtime.shapes import host_expr
+
+    by_name = {v.name: arrays[v.uid].reshape(-1) for v in graph.inputs}
+
+    def read(name: str, k: int) -> int | float:
+        return by_name[name][k].item()
+
+    env = dict(sizes)
+    for c in graph.computed:
+        try:
+            value = host_expr(c.expr)(env, read)
+        except (ZeroDivisionError, IndexError, KeyError, OverflowError, ValueError) as e:
+            raise ModelError(f"interpreter: {c.reason}: the size '{c.name}' = {c.expr} cannot "
+                             f"be computed from these inputs ({type(e).__name__}: {e})") from None
+        if value != int(value) or value < 1:
+            raise ModelError(f"interpreter: {c.reason}: the size '{c.name}' = {c.expr} is "
+                             f"{value} for these inputs, but it must be an integer >= 1")
+        env[c.name] = int(value)
+    return env
 
 
 def _input_array(v: Value, array: np.ndarray, sizes: Mapping[str, int]) -> np.ndarray:

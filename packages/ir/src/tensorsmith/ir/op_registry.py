@@ -24,6 +24,7 @@ from .symbolic import (
     Dim,
     Sym,
     SymbolicDimError,
+    assume_if_computed,
     is_static,
     math_prod,
     parse_dim,
@@ -158,6 +159,8 @@ def check_dim(a: Dim, rel: str, b: Dim, message: str) -> None:
             return
         if (isinstance(a, int) and isinstance(b, int)) or always(a, "<", b) or always(a, ">", b):
             raise ShapeError(message)
+        if assume_if_computed(a, b, message):
+            return
     else:
         try:
             ok = _RELATIONS[rel](a, b)

@@ -345,16 +345,33 @@ class Assumption:
 _ASSUMPTIONS: ContextVar[list[Assumption] | None] = ContextVar("assumptions", default=None)
 
 
+_COMPUTED: ContextVar[frozenset[str]] = ContextVar("computed", default=frozenset())
+
+
 @contextmanager
-def assuming() -> Iterator[list[Assumption]]:
+def assuming(computed: Iterable[str] = ()) -> Iterator[list[Assumption]]:
     """Within this block :func:`assume_equal` records what it assumes (in the list it
-    yields) instead of raising: graph construction opens one around each op's inference."""
+    yields) instead of raising: graph construction opens one around each op's inference.
+    ``computed`` names the symbols computed from inputs' values (host_sizes.py), about
+    which :func:`assume_if_computed` assumes too."""
     log: list[Assumption] = []
     token = _ASSUMPTIONS.set(log)
+    names = _COMPUTED.set(frozenset(computed))
     try:
         yield log
     finally:
         _ASSUMPTIONS.reset(token)
+        _COMPUTED.reset(names)
+
+
+def assume_if_computed(a: Dim, b: Dim, reason: str) -> bool:
+    """Assume ``a == b`` (see :func:`assume_equal`) where it involves a size computed from
+    inputs' values: nothing but the run can tell whether a Reshape's target given as an
+    input has the input's element count, and the run checks it. False elsewhere."""
+    if _ASSUMPTIONS.get() is None or not free_symbols((a, b)) & _COMPUTED.get():
+        return False
+    assume_equal(a, b, reason)
+    return True
 
 
 def assume_equal(a: Dim, b: Dim, reason: str) -> Dim:

@@ -8,6 +8,7 @@ import re
 import numpy as np
 
 from .graph import Check, Graph, Value
+from .host_sizes import ComputedSize
 from .symbolic import Assumption, Dim, parse_dim, shape_text
 
 
@@ -32,6 +33,7 @@ def print_graph(g: Graph) -> str:
         args = ", ".join(_ref(v) for v in n.inputs)
         attrs = json.dumps(n.attrs, sort_keys=True, default=_jsonable) if n.attrs else ""
         lines.append(f"  {outs} = {n.op}({args}){' ' + attrs if attrs else ''}  # {n.name}")
+    lines += [f"  size {c.name} = {c.expr} {json.dumps(c.reason)}" for c in g.computed]
     lines += [f"  assume {a.lhs} == {a.rhs} {json.dumps(a.reason)}" for a in g.assumptions]
     lines += [f"  check {_ref(c.flag)} {json.dumps(c.message)}" for c in g.checks]
     lines.append(f"  return {', '.join(_ref(v) for v in g.outputs)}")
@@ -100,6 +102,11 @@ def parse_graph(text: str, constants: dict[str, np.ndarray] | None = None) -> Gr
     assumptions: list[Assumption] = []
     for ln in lines[1:]:
         if ln == "}" or not ln:
+            continue
+        if ln.startswith("size "):
+            definition, _, reason = ln[len("size "):].partition(' "')
+            name, _, expr = definition.partition(" = ")
+            b.computed.append(ComputedSize(name, expr, json.loads('"' + reason)))
             continue
         if ln.startswith("assume "):
             equality, _, reason = ln[len("assume "):].partition(' "')

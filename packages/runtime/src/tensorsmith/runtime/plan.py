@@ -29,8 +29,8 @@ from typing import Any, ClassVar
 
 from tensorsmith.runtime.metadata_types import expect, malformed
 
-__all__ = ["PARAMS_SECTION", "PLAN_KEYS", "Assumption", "Buffer", "Check", "Kernel", "Plan", "Step",
-           "Tensor", "target_kind"]
+__all__ = ["PARAMS_SECTION", "PLAN_KEYS", "Assumption", "Buffer", "Check", "ComputedSize",
+           "Kernel", "Plan", "Step", "Tensor", "target_kind"]
 
 PARAMS_SECTION = "params"
 """The artifact section holding the weights: a ``param`` buffer is ``nbytes`` at ``offset``
@@ -175,9 +175,24 @@ class Assumption(_Entry):
     message: str
 
 
+@dataclass(frozen=True)
+class ComputedSize(_Entry):
+    """Symbol ``name`` is not an input's size but ``expr``, computed before each run from
+    the values of small inputs and the other symbols (a Reshape's target given as an
+    input): text in the host-expression language of ``shapes.host_expr``. Computed sizes
+    are listed in the order they are computed; each is at least 1, and a run whose inputs
+    make one smaller fails with ``message`` (which names the node that needs it)."""
+
+    FIELDS: ClassVar = {"name": "str", "expr": "str", "message": "str"}
+    name: str
+    expr: str
+    message: str
+
+
 #: The plan's lists: metadata key -> entry type.
 _LISTS: dict[str, type[_Entry]] = {"inputs": Tensor, "outputs": Tensor, "checks": Check,
-                                    "assumptions": Assumption, "kernels": Kernel,
+                                    "assumptions": Assumption, "computed": ComputedSize,
+                                    "kernels": Kernel,
                                     "steps": Step, "buffers": Buffer}
 #: The plan's other keys and their JSON types.
 _SCALARS = {"target": "target", "device": "str", "symbols": "strs", "workspace_bytes": "int",
@@ -202,6 +217,8 @@ class Plan:
     checks: tuple[Check, ...] = ()
     #: what the sizes must satisfy at run time (plans with symbols only)
     assumptions: tuple[Assumption, ...] = ()
+    #: the symbols computed from inputs' values, in the order a run computes them
+    computed: tuple[ComputedSize, ...] = ()
     kernels: tuple[Kernel, ...] = ()
     steps: tuple[Step, ...] = ()
     buffers: tuple[Buffer, ...] = ()
@@ -234,7 +251,7 @@ class Plan:
         out: dict[str, Any] = {}
         for key in PLAN_KEYS:
             value = getattr(self, key)
-            if key in ("symbols", "assumptions"):
+            if key in ("symbols", "assumptions", "computed"):
                 if value:  # a static plan's metadata stays as it was before symbols
                     out[key] = list(value) if key == "symbols" else [e.to_json() for e in value]
             elif key in _LISTS:

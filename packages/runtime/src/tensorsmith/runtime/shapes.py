@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from tensorsmith.runtime.errors import ArtifactError, InputError
 from tensorsmith.runtime.plan import Buffer, Plan, Tensor
@@ -36,38 +36,78 @@ ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "float16"
 
 #: A size's expression, evaluated for the symbols' values.
 SizeExpr = Callable[[Mapping[str, int]], int]
+#: Element ``k`` of an input's values, by the input's name (for computed sizes).
+ReadValue = Callable[[str, int], int | float]
+#: A computed size's expression, evaluated for the symbols' values and the inputs' values.
+HostFunction = Callable[[Mapping[str, int], ReadValue], int | float]
+
+_BINARY: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+    ast.Div: lambda a, b: a / b}
+_COMPARE: dict[type, Callable[[Any, Any], bool]] = {
+    ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b,
+    ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
+_CALLS: dict[str, Callable[..., Any]] = {"max": max, "min": min, "floor": math.floor,
+                                         "ceil": math.ceil}
+
+
+def host_expr(text: str) -> HostFunction:
+    """A computed size's text (tensorsmith-ir's host_sizes.py: ints, floats, symbols,
+    ``+ - * / // %``, comparisons, ``a if c else b``, ``max``, ``min``, ``floor``, ``ceil``
+    and ``value("input", k)``) as a function of the symbols' and the inputs' values; a
+    ValueError for any other text. Comparisons give 1 or 0, as the CPU library's C."""
+    tree = ast.parse(text, mode="eval").body
+
+    def build(node: ast.AST) -> HostFunction:
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            value = node.value
+            return lambda env, read: value
+        if isinstance(node, ast.Name):
+            name = node.id
+            return lambda env, read: env[name]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            inner = build(node.operand)
+            return lambda env, read: -inner(env, read)
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            fn, a, b = _BINARY[type(node.op)], build(node.left), build(node.right)
+            return lambda env, read: fn(a(env, read), b(env, read))
+        if (isinstance(node, ast.Compare) and len(node.ops) == 1
+                and type(node.ops[0]) in _COMPARE):
+            cmp, a, b = _COMPARE[type(node.ops[0])], build(node.left), build(node.comparators[0])
+            return lambda env, read: int(cmp(a(env, read), b(env, read)))
+        if isinstance(node, ast.IfExp):
+            c, a, b = build(node.test), build(node.body), build(node.orelse)
+            return lambda env, read: a(env, read) if c(env, read) else b(env, read)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+            fn_name, args = node.func.id, node.args
+            if (fn_name == "value" and len(args) == 2 and isinstance(args[0], ast.Constant)
+                    and isinstance(args[0].value, str) and isinstance(args[1], ast.Constant)
+                    and type(args[1].value) is int):
+                source, k = args[0].value, args[1].value
+                return lambda env, read: read(source, k)
+            if fn_name in _CALLS and len(args) == (1 if fn_name in ("floor", "ceil") else 2):
+                fn, parts = _CALLS[fn_name], [build(a) for a in args]
+                return lambda env, read: fn(*(p(env, read) for p in parts))
+        raise ValueError(f"{text!r} is not a size expression")
+
+    return build(tree)
+
+
+def _no_values(name: str, k: int) -> int:
+    raise ValueError(f"a size reads value({name!r}, {k}), but sizes depend on symbols only")
 
 
 def size_expr(text: str) -> SizeExpr:
     """The plan's text of a size (``"(seq + 1)//2"``: ints, symbols, ``+ - * // %``,
     ``max``, ``min``, parentheses) as a function of the symbols' values; a ValueError
     for any other text."""
-    tree = ast.parse(text, mode="eval").body
-    ops = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
-           ast.Mult: lambda a, b: a * b, ast.FloorDiv: lambda a, b: a // b,
-           ast.Mod: lambda a, b: a % b}
-
-    def build(node: ast.AST) -> SizeExpr:
-        if isinstance(node, ast.Constant) and type(node.value) is int:
-            value = node.value
-            return lambda env: value
-        if isinstance(node, ast.Name):
-            name = node.id
-            return lambda env: env[name]
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            inner = build(node.operand)
-            return lambda env: -inner(env)
-        if isinstance(node, ast.BinOp) and type(node.op) in ops:
-            fn, a, b = ops[type(node.op)], build(node.left), build(node.right)
-            return lambda env: fn(a(env), b(env))
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id in ("max", "min") and len(node.args) == 2 and not node.keywords):
-            pick = max if node.func.id == "max" else min
-            x, y = build(node.args[0]), build(node.args[1])
-            return lambda env: pick(x(env), y(env))
+    fn = host_expr(text)
+    if any(isinstance(n, ast.Call) and getattr(n.func, "id", "") == "value"
+           for n in ast.walk(ast.parse(text, mode="eval"))):
         raise ValueError(f"{text!r} is not a size expression")
-
-    return build(tree)
+    return lambda env: int(fn(env, _no_values))
 
 
 @dataclass(frozen=True)

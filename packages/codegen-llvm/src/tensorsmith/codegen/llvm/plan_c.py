@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -179,12 +181,109 @@ def symbolic_source(plan: Plan) -> list[str]:
             for k, d in enumerate(sizes.dims)]
     lines += ["static int compute_sizes(const int64_t *s, int64_t *v) {", "  int bad = 0;",
               *body, "  return bad;", "}"]
+    lines += computed_source(plan, sizes.index)
     lines.append(
         "static const tsm_symbolic symbolic = {\n"
         f"  {len(sizes.symbols)}, symbol_names, {len(sizes.dims)}, size_texts, compute_sizes,\n"
         f"  input_sizes, output_sizes, {len(dynamic)}, dynamic_buffers,\n"
-        f"  {len(symbol_rows)}, symbol_buffers, {len(assumption_rows)}, assumptions\n}};")
+        f"  {len(symbol_rows)}, symbol_buffers, {len(assumption_rows)}, assumptions,\n"
+        f"  {len(plan.computed)}, computed, {'compute_values' if plan.computed else '0'}\n}};")
     return lines
+
+
+def computed_source(plan: Plan, symbol_index: dict[str, int]) -> list[str]:
+    """The table of the plan's computed sizes and ``compute_values``, which computes them
+    in order from the inputs' data (tsm_plan.h, ``tsm_computed``)."""
+    inputs = {t.name: (i, t) for i, t in enumerate(plan.inputs)}
+    rows, body = [], []
+    for j, c in enumerate(plan.computed):
+        k = symbol_index[c.name]
+        rows.append(f"  {{{k}, {c_string(c.expr)}, {c_string(c.message)}}}")
+        code, is_float = _host_c(ast.parse(c.expr, mode="eval").body, symbol_index, inputs)
+        if is_float:
+            raise ValueError(f"computed size {c.name!r} = {c.expr} is not an integer")
+        body += [f"  s[{k}] = {code};  /* {_comment(c.name + ' = ' + c.expr)} */",
+                 f"  if (*bad || s[{k}] < 1) return {j + 1};"]
+    lines = ["static const tsm_computed computed[] = {\n" + (",\n".join(rows) or "  {0, 0, 0}")
+             + "\n};"]
+    if plan.computed:
+        lines += ["static int compute_values(int64_t *s, const void *const *in, int *bad) {",
+                  *body, "  return 0;", "}"]
+    return lines
+
+
+#: How value("input", k) reads element k of an input of each dtype, and whether as a float.
+_READ = {"int64": ("int64_t", False), "int32": ("int32_t", False), "int16": ("int16_t", False),
+         "int8": ("int8_t", False), "uint8": ("uint8_t", False), "uint16": ("uint16_t", False),
+         "uint32": ("uint32_t", False), "bool": ("uint8_t", False), "float32": ("float", True),
+         "float64": ("double", True)}
+
+
+def _host_c(node: ast.AST, symbols: dict[str, int], inputs: dict[str, tuple[int, Any]]
+            ) -> tuple[str, bool]:
+    """A computed size's expression (runtime/shapes.py's ``host_expr`` language) as C:
+    (code, whether it is a double). Integer arithmetic is checked (``bad``), as sizes' is;
+    division ``/`` and float operands compute in double, as Python does."""
+    def sub(n: ast.AST) -> tuple[str, bool]:
+        return _host_c(n, symbols, inputs)
+
+    def as_double(code: str, is_float: bool) -> str:
+        return code if is_float else f"((double){code})"
+
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return f"INT64_C({node.value})", False
+    if isinstance(node, ast.Constant) and type(node.value) is float:
+        return repr(node.value), True
+    if isinstance(node, ast.Name):
+        return f"s[{symbols[node.id]}]", False
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        code, f = sub(node.operand)
+        return (f"(-{code})", True) if f else (f"tsm_size_mul({code}, -1, bad)", False)
+    if isinstance(node, ast.BinOp):
+        (a, fa), (b, fb) = sub(node.left), sub(node.right)
+        if isinstance(node.op, ast.Div) or fa or fb:
+            ops = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+            if type(node.op) not in ops:
+                raise ValueError(f"'{ast.unparse(node)}': // and % take integers")
+            return f"({as_double(a, fa)} {ops[type(node.op)]} {as_double(b, fb)})", True
+        if isinstance(node.op, ast.Sub):
+            return f"tsm_size_add({a}, tsm_size_mul({b}, -1, bad), bad)", False
+        names = {ast.Add: "add", ast.Mult: "mul", ast.FloorDiv: "floordiv", ast.Mod: "mod"}
+        return f"tsm_size_{names[type(node.op)]}({a}, {b}, bad)", False
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        ops = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
+               ast.GtE: ">="}
+        (a, fa), (b, fb) = sub(node.left), sub(node.comparators[0])
+        if fa or fb:
+            a, b = as_double(a, fa), as_double(b, fb)
+        return f"((int64_t)({a} {ops[type(node.ops[0])]} {b}))", False
+    if isinstance(node, ast.IfExp):
+        (c, fc), (a, fa), (b, fb) = sub(node.test), sub(node.body), sub(node.orelse)
+        c = f"({c} != 0.0)" if fc else c
+        if fa or fb:
+            return f"({c} ? {as_double(a, fa)} : {as_double(b, fb)})", True
+        return f"({c} ? {a} : {b})", False
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        fn, args = node.func.id, node.args
+        if fn == "value":
+            name, k = args[0].value, args[1].value  # type: ignore[attr-defined]
+            i, tensor = inputs[name]
+            count = math.prod(int(d) for d in tensor.shape)
+            if not 0 <= k < count or tensor.dtype not in _READ:
+                raise ValueError(f"value({name!r}, {k}): input {name!r} is "
+                                 f"{tensor.dtype}{list(tensor.shape)}")
+            ctype, is_float = _READ[tensor.dtype]
+            cast = "double" if is_float else "int64_t"
+            return f"(({cast})((const {ctype} *)in[{i}])[{k}])", is_float
+        if fn in ("floor", "ceil"):
+            code, f = sub(args[0])
+            return (f"tsm_size_{fn}({code}, bad)" if f else code), False
+        if fn in ("max", "min"):
+            (a, fa), (b, fb) = sub(args[0]), sub(args[1])
+            if fa or fb:
+                return f"__builtin_f{fn}({as_double(a, fa)}, {as_double(b, fb)})", True
+            return f"tsm_size_{fn}({a}, {b})", False
+    raise ValueError(f"'{ast.unparse(node)}' is not a computed size's expression")
 
 
 def _c_call(function: str, checked: bool) -> Callable[[str, str], str]:

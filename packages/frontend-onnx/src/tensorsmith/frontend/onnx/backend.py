@@ -31,6 +31,7 @@ from onnx import numpy_helper
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType
 
 from tensorsmith.ir.errors import ModelError
+from tensorsmith.ir.host_sizes import RunTimeValueError
 
 from .context import ConstantRequiredError
 from .importer import from_onnx
@@ -111,9 +112,13 @@ class TensorsmithRep(BackendRep):
                 return None
             try:
                 module = self._build(feeds)
-            except ConstantRequiredError as e:
-                needed = [n for n in feeding_inputs(self.model.graph, e.value_name,
-                                                     self.input_names) if n not in self._frozen]
+            except (ConstantRequiredError, RunTimeValueError) as e:
+                names = ([e.value_name] if isinstance(e, ConstantRequiredError)
+                         else sorted(e.inputs))
+                needed = [n for name in names
+                          for n in feeding_inputs(self.model.graph, name, self.input_names)
+                          if n not in self._frozen]
+                needed = list(dict.fromkeys(needed))
                 if not needed or len(self._frozen) + len(needed) > _FREEZE_LIMIT:
                     raise
                 self._frozen += needed

@@ -34,7 +34,7 @@ from tensorsmith.ir.graph import Node, Value
 from tensorsmith.ir.op_registry import TensorType, get_op
 from tensorsmith.ir.symbolic import Dim, Sym, SymbolicDimError, is_static, shape_text
 
-from . import shape_values
+from . import run_time_values, shape_values
 from .dtypes import check_numpy_dtype
 
 FOLD_LIMIT = 4096
@@ -82,6 +82,10 @@ class ImportState:
         # uid -> the entries (object array of dims) of each shape value: a small int
         # tensor computed from symbolic sizes, with no data and no producer
         self.shape_values: dict[int, np.ndarray] = {}
+        # uid -> the entries of a small tensor known only at run time (a graph input, or
+        # shape arithmetic on one) as host expressions (run_time_values.py); the Value
+        # itself is ordinary run-time data
+        self.run_time: dict[int, np.ndarray] = {}
         # converts a subgraph (an If branch) in place and returns its outputs; the
         # importer sets it
         self.inline: Callable[[onnx.GraphProto, str], list[Value]] | None = None
@@ -149,6 +153,26 @@ class NodeContext:
                 f"(an initializer, a Constant, or computed from shapes), but "
                 f"'{self.node.input[i]}' {self._runtime_origin(v)}", self.node.input[i])
         return v.data
+
+    def run_time_values(self, i: int, what: str) -> np.ndarray:
+        """Input ``i``'s entries (an object array): ints and floats where it is a constant,
+        sizes for a shape value, and host expressions (host_sizes.HostExpr) where the run
+        gives them in a small input; a ConstantRequiredError, as :meth:`constant`, else.
+        For converters that turn such values into sizes with :meth:`size`."""
+        v = self.input(i)
+        entries = self.state.run_time.get(v.uid)
+        if entries is None:
+            entries = self.state.shape_values.get(v.uid)
+        if entries is not None:
+            return entries
+        return np.asarray(self.constant(i, what)).astype(object)
+
+    def size(self, value: Any, hint: str) -> Dim:
+        """``value`` (an int, a size, or a host expression) as a dim: a host expression
+        becomes a size computed before each run, named after ``hint``."""
+        if isinstance(value, np.generic):
+            value = value.item()
+        return self.state.builder.size(value, f"{self._base}_{hint}", self.where)
 
     def dims(self, i: int, what: str) -> list[Dim]:
         """Input ``i`` as a list of dims (a target shape, slice bounds): a constant, or a
@@ -248,7 +272,22 @@ class NodeContext:
         self.nodes.append(node)
         for v in outs:
             self.created[v.uid] = v
+        if any(v.uid in self.state.run_time for v in inputs):
+            self._follow_run_time(op, inputs, attrs, outs)
         return outs
+
+    def _follow_run_time(self, op: str, inputs: list[Value], attrs: dict[str, Any],
+                         outs: list[Value]) -> None:
+        """Record the entries of ``outs`` as host expressions where ``op`` can be followed
+        on its inputs' (run_time_values.py)."""
+        entries = [self.state.run_time.get(v.uid) if v.uid in self.state.run_time
+                   else self._entries(v) for v in inputs]
+        if any(e is None for e in entries) or not all(is_static(v.shape) for v in outs):
+            return
+        results = run_time_values.evaluate(
+            op, entries, attrs, [TensorType(v.shape, v.dtype) for v in outs])  # type: ignore[arg-type]
+        for v, r in zip(outs, results or []):
+            self.state.run_time[v.uid] = r
 
     def _fold(self, op: str, inputs: list[Value], attrs: dict[str, Any]) -> list[Value] | None:
         if any(v.uid in self.state.weights and not v.dtype.startswith(("int", "uint", "bool"))

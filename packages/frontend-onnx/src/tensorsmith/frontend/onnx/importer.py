@@ -21,7 +21,7 @@ from tensorsmith.ir.symbolic import SymbolicDimError
 from tensorsmith.runtime.errors import TensorsmithError
 
 from . import inputs as input_shapes
-from . import loader
+from . import loader, run_time_values
 from .attributes import node_attributes
 from .context import FIX_SIZES, ImportState, NodeContext, constant_value, entries_text
 from .dtypes import NUMPY_TO_ONNX, ONNX_TO_NUMPY, check_numpy_dtype, onnx_type_name
@@ -129,7 +129,10 @@ class _GraphImporter:
         runtime_inputs = [vi for vi in self.graph.input if vi.name not in params]
         for name, dims_of, dtype in input_shapes.resolve(runtime_inputs, shape, self.source,
                                                          dims, static):
-            self.state.env[name] = self.state.builder.input(name, dims_of, dtype)
+            v = self.state.env[name] = self.state.builder.input(name, dims_of, dtype)
+            entries = run_time_values.input_entries(v.name, v.shape, v.dtype)
+            if entries is not None:
+                self.state.run_time[v.uid] = entries
         for index, node in enumerate(self.graph.node):
             self._convert(index, node)
         outputs = [self._output(vi) for vi in self.graph.output]

@@ -87,7 +87,7 @@ class _Rewriter:
                     self.plain[v.uid] = v
         outputs = [self.nchw(v) for v in self.graph.outputs]
         return Graph(self.graph.inputs, self.nodes, outputs, self.graph.name,
-                     self.graph.checks, self.graph.assumptions)
+                     self.graph.checks, self.graph.assumptions, self.graph.computed)
 
     # -- the ops that run blocked ------------------------------------------------------
     def convert(self, node: Node) -> bool:

@@ -35,10 +35,13 @@ from ..graph import Graph, Node, Value
 
 @dataclass(frozen=True)
 class View:
-    """A value stored ``offset`` bytes into ``root``'s buffer."""
+    """A value stored ``offset`` bytes into ``root``'s buffer; ``whole``: all of it (a
+    reshape's view, the same bytes even where the two sizes are run-time expressions
+    that only a run's assumption check equates)."""
 
     root: Value
     offset: int
+    whole: bool = False
 
 
 @dataclass

@@ -201,6 +201,14 @@ typedef struct {
   const char *message;   /* names the node and the shapes that need it */
 } tsm_assumption;
 
+/* A symbol that no input's shape gives: compute_values computes it from small inputs'
+ * values before each run (a Reshape's target shape given as an input). */
+typedef struct {
+  int symbol;            /* index into tsm_symbolic.symbols */
+  const char *expr;      /* how it is computed, for messages */
+  const char *message;   /* names the node that needs it */
+} tsm_computed;
+
 /* What a plan with sizes known only at run time adds (see "dynamic shapes" above). */
 typedef struct {
   int num_symbols;
@@ -216,6 +224,12 @@ typedef struct {
   const tsm_symbol_buffer *symbol_buffers;
   int num_assumptions;
   const tsm_assumption *assumptions; /* checked once the inputs' shapes bind the symbols */
+  int num_computed;
+  const tsm_computed *computed;   /* in the order compute_values computes them */
+  /* Writes every computed symbol into symbols[] from the inputs' data (and the symbols
+   * the inputs' shapes gave); returns 0, or 1 + the index into `computed` of the first
+   * that is below 1 or whose arithmetic failed (*bad set: an overflow, a division by 0). */
+  int (*compute_values)(int64_t *symbols, const void *const *inputs, int *bad);
 } tsm_symbolic;
 
 /* The whole execution plan of the model. */
@@ -275,6 +289,18 @@ static inline int64_t tsm_size_mod(int64_t a, int64_t b, int *bad) {
 }
 
 static inline int64_t tsm_size_max(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* floor and ceil of a computed size's float arithmetic, to int64 (*bad outside it). */
+static inline int64_t tsm_size_floor(double x, int *bad) {
+  double f = __builtin_floor(x);
+  if (!(f >= -9.2e18 && f <= 9.2e18)) {
+    *bad = 1;
+    return 0;
+  }
+  return (int64_t)f;
+}
+
+static inline int64_t tsm_size_ceil(double x, int *bad) { return -tsm_size_floor(-x, bad); }
 
 static inline int64_t tsm_size_min(int64_t a, int64_t b) { return a < b ? a : b; }
 

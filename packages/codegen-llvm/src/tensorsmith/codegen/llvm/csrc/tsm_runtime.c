@@ -266,15 +266,26 @@ static int check_symbolic(const tsm_plan *plan) {
                   k);
     }
   }
+  if (sym->num_computed < 0 || (sym->num_computed > 0 &&
+                                 (sym->computed == NULL || sym->compute_values == NULL))) {
+    return damaged("the plan's computed sizes are malformed");
+  }
+  for (int j = 0; j < sym->num_computed; ++j) {
+    const tsm_computed *c = &sym->computed[j];
+    if (c->symbol < 0 || c->symbol >= sym->num_symbols || c->expr == NULL || c->message == NULL) {
+      return damaged("a computed size of the plan is malformed");
+    }
+  }
   for (int k = 0; k < sym->num_symbols; ++k) {
     int given = 0;
+    for (int j = 0; j < sym->num_computed && !given; ++j) given = sym->computed[j].symbol == k;
     for (int i = 0; i < plan->num_inputs && !given; ++i) {
       const tsm_io_sizes *sizes = io_sizes(plan, 1, i);
       for (int d = 0; sizes != NULL && d < plan->inputs[i].ndim; ++d) given |= sizes->dims[d] == k;
     }
     if (!given) {
-      return fail("tsm_model_create: the plan's size '%s' is the size of no input axis, so a "
-                  "run cannot learn it; the artifact is damaged",
+      return fail("tsm_model_create: the plan's size '%s' is the size of no input axis and "
+                  "is not computed, so a run cannot learn it; the artifact is damaged",
                   sym->symbols[k]);
     }
   }
@@ -468,7 +479,7 @@ static int refuse_axis(const tsm_model *m, int index, int d, int64_t actual, int
   char where[512] = "";
   size_t used = 0;
   for (int j = 0; j < sym->num_symbols && used < sizeof(where); ++j) {
-    if (!mentions(sym->size_texts[k], sym->symbols[j])) continue;
+    if (st->bound_input[j] < 0 || !mentions(sym->size_texts[k], sym->symbols[j])) continue;
     int n = snprintf(where + used, sizeof(where) - used, "%s'%s' is %" PRId64
                      " from input '%s' axis %d",
                      used > 0 ? ", " : "", sym->symbols[j], st->next_symbols[j],
@@ -531,6 +542,31 @@ static int check_sizes(const tsm_model *m, const int64_t *symbols, const int64_t
   return 0;
 }
 
+/* Computes the symbols that small inputs' values give (tsm_computed) into next_symbols. */
+static int compute_values(tsm_model *m, const char *function) {
+  const tsm_plan *plan = m->plan;
+  const tsm_symbolic *sym = plan->symbolic;
+  const void *stack[16];
+  const void **data =
+      plan->num_inputs <= 16 ? stack : malloc(sizeof(void *) * (size_t)plan->num_inputs);
+  if (data == NULL) return fail("%s: out of memory", function);
+  for (int i = 0; i < plan->num_inputs; ++i) data[i] = buffer_address(m, plan->inputs[i].buffer);
+  int bad = 0;
+  int failed = sym->compute_values(m->dyn->next_symbols, data, &bad);
+  if (data != stack) free(data);
+  if (failed == 0) return 0;
+  const tsm_computed *c = &sym->computed[failed - 1];
+  if (bad) {
+    return fail("%s: %s: the size '%s' = %s cannot be computed from these inputs (it overflows "
+                "or divides by zero)",
+                function, c->message, sym->symbols[c->symbol], c->expr);
+  }
+  return fail("%s: %s: the size '%s' = %s is %" PRId64 " for these inputs, but it must be at "
+              "least 1",
+              function, c->message, sym->symbols[c->symbol], c->expr,
+              m->dyn->next_symbols[c->symbol]);
+}
+
 /* Learns the symbols from the inputs' shapes into next_symbols, computes next_sizes, and
  * checks every symbolic axis and size against them. */
 static int bind(tsm_model *m, const char *function) {
@@ -549,7 +585,9 @@ static int bind(tsm_model *m, const char *function) {
       }
     }
   }
+  for (int j = 0; j < sym->num_computed; ++j) st->bound_input[sym->computed[j].symbol] = -2;
   for (int k = 0; k < sym->num_symbols; ++k) {
+    if (st->bound_input[k] == -2) continue; /* computed below */
     if (st->next_symbols[k] < 1) { /* set_input_shape refuses it: a size is at least 1 */
       return fail("%s: '%s' is %" PRId64 " from input '%s' axis %d, but a size known only at "
                   "run time is at least 1",
@@ -557,6 +595,7 @@ static int bind(tsm_model *m, const char *function) {
                   plan->inputs[st->bound_input[k]].name, st->bound_axis[k]);
     }
   }
+  if (sym->num_computed > 0 && compute_values(m, function) != 0) return -1;
   if (sym->compute_sizes(st->next_symbols, st->next_sizes) != 0) {
     char values[512];
     return fail("%s: with %s, the model's sizes do not fit in 64 bits",

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.host_sizes import lift, where
+from tensorsmith.ir.symbolic import Dim
 
 from ..context import NodeContext
 from ..registry import converter
@@ -86,6 +88,8 @@ REDUCERS: dict[str, tuple[Reducer, int]] = {
 def _make(how: Reducer, axes_as_input: bool) -> Callable[[NodeContext], Value]:
     def convert(ctx: NodeContext) -> Value:
         x = ctx.input(0)
+        if axes_as_input and _axes_at_run_time(ctx):
+            return _reduce_run_time_axes(ctx, x, bool(int(ctx.attr("keepdims", 1))))
         axes = _axes(ctx, len(x.shape), axes_as_input)
         if axes == "noop":
             return x
@@ -93,6 +97,68 @@ def _make(how: Reducer, axes_as_input: bool) -> Callable[[NodeContext], Value]:
         return how(ctx, x, axes, bool(int(ctx.attr("keepdims", 1))))
 
     return convert
+
+
+def _axes_at_run_time(ctx: NodeContext) -> bool:
+    """Whether the axes input is given only when the model runs (and not empty). An
+    empty input tensor (an axis of size 0) is left to the static path: the sizes the host
+    computes are at least 1."""
+    v = ctx.optional_input(1)
+    return (v is not None and v.data is None and 0 not in ctx.input(0).shape
+            and bool(ctx.run_time_values(1, "axes").size))
+
+
+#: Each reduction as (what is done to x first, the reduction, what is done at the end), so
+#: that the reduction alone is repeated axis by axis; None: log-sum-exp, repeated whole.
+_PARTS: dict[str, tuple[Callable[[NodeContext, Value], Value], str, str | None] | None] = {
+    "ReduceSum": (_identity, "reduce_sum", None), "ReduceMean": (_identity, "reduce_mean", None),
+    "ReduceMax": (_identity, "reduce_max", None), "ReduceMin": (_identity, "reduce_min", None),
+    "ReduceProd": (_identity, "reduce_prod", None), "ReduceL1": (_abs, "reduce_sum", None),
+    "ReduceL2": (_square, "reduce_sum", "sqrt"), "ReduceSumSquare": (_square, "reduce_sum", None),
+    "ReduceLogSum": (_identity, "reduce_sum", "log"), "ReduceLogSumExp": None,
+}
+
+
+def _reduce_run_time_axes(ctx: NodeContext, x: Value, keep: bool) -> Value:
+    """Reduce over axes the run gives. Axis i of ``x`` (size n) splits into the reduced
+    extent e = n if i is reduced else 1 and the kept extent d = 1 if it is reduced else
+    n: sizes computed on the host before each run. Viewing axis i as [e, d] (e * d = n,
+    so the row-major view reads the same elements) and reducing the e axis reduces axis
+    i exactly when the run says so; the axes are done one at a time, which every reducer
+    here composes over (a max of maxes, a log-sum-exp of log-sum-exps). Without keepdims
+    the result is viewed without the reduced axes, whose sizes the host computes too."""
+    axes = list(ctx.run_time_values(1, "axes").reshape(-1))
+    rank = len(x.shape)
+    parts = _PARTS[ctx.op_type]
+    reduced = []
+    for i in range(rank):
+        hits = sum((lift(a) == i) + (lift(a) == i - rank) for a in axes)
+        reduced.append(hits >= 1)
+    kept: list[Dim] = []
+    y = x if parts is None else parts[0](ctx, x)
+    for i, n in enumerate(x.shape):
+        if n == 1:
+            kept.append(1)
+            continue
+        e = ctx.size(where(reduced[i], n, 1), f"reduced{i}")
+        d = ctx.size(where(reduced[i], 1, n), f"kept{i}")
+        y = reshape(ctx, y, [*y.shape[:i], e, d, *y.shape[i + 1:]])
+        y = (_log_sum_exp(ctx, y, [i], False) if parts is None
+             else ctx.add(parts[1], [y], {"axes": [i], "keepdims": False}))
+        kept.append(d)
+    if parts is not None and parts[2]:
+        y = ctx.add(parts[2], [y])
+    if keep:
+        return reshape(ctx, y, kept)
+    out: list[Dim] = []
+    for j in range(rank - len(axes)):  # the j-th axis that is kept
+        size: object = 0
+        before: object = 0  # kept axes before axis i
+        for i, n in enumerate(x.shape):
+            size = size + where((reduced[i] == 0) * (lift(before) == j), n, 0)
+            before = before + (reduced[i] == 0)
+        out.append(ctx.size(size, f"out{j}"))
+    return reshape(ctx, y, out)
 
 
 for _name, (_how, _input_since) in REDUCERS.items():
