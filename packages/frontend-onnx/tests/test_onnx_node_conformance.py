@@ -27,6 +27,7 @@ from tensorsmith.frontend.onnx.backend import feeding_inputs
 from tensorsmith.frontend.onnx.context import ConstantRequiredError
 from tensorsmith.frontend.onnx.registry import canonical_domain, lookup
 from tensorsmith.ir.errors import ModelError
+from tensorsmith.ir.host_sizes import RunTimeValueError
 from tensorsmith.ir.interpreter import run_graph
 
 pytestmark = pytest.mark.slow
@@ -46,7 +47,8 @@ def _supported(model: onnx.ModelProto) -> bool:
 
 def _import(model: onnx.ModelProto, feeds: dict[str, np.ndarray]
             ) -> tuple[object, dict[str, np.ndarray]]:
-    """Import, freezing the inputs the converters need as constants (as the backend does)."""
+    """Import, freezing the inputs the converters need as constants and cannot take at
+    run time (as the backend does)."""
     frozen: list[str] = []
     while True:
         m = onnx.ModelProto()
@@ -56,8 +58,9 @@ def _import(model: onnx.ModelProto, feeds: dict[str, np.ndarray]
         try:
             graph, _ = from_onnx(m, {n: v.shape for n, v in runtime.items()})
             return graph, runtime
-        except ConstantRequiredError as e:
-            needed = [n for n in feeding_inputs(model.graph, e.value_name, list(feeds))
+        except (ConstantRequiredError, RunTimeValueError) as e:
+            names = [e.value_name] if isinstance(e, ConstantRequiredError) else sorted(e.inputs)
+            needed = [n for name in names for n in feeding_inputs(model.graph, name, list(feeds))
                       if n not in frozen]
             if not needed:
                 raise

@@ -106,11 +106,15 @@ def render(rec: Record) -> str:
         f"* Counting also the {strict_extra} cases of the extra exclusions "
         f"({', '.join(STRICT)}) as in scope and failing: {passed} / {in_scope + strict_extra}"
         f" = {_pct(passed, in_scope + strict_extra)}.",
-        f"* {len(frozen)} of the passing cases feed an operand that decides a shape or a "
-        "branch (a Reshape's shape, TopK's k, an If's condition...) as a graph input; the "
-        "graph IR has static shapes, so the backend compiles those cases specialized on "
-        "the given values (the inputs are frozen into the model, as when freezing "
-        "parameters). They are listed at the end.",
+        f"* **Strictly** (every value a case feeds as a graph input read at run time, the "
+        f"artifact compiled once without freezing any): **{passed - len(frozen)} / "
+        f"{in_scope} = {_pct(passed - len(frozen), in_scope)}**. Operands that decide a "
+        "shape (a Reshape's shape, a ReduceSum's axes, TopK's k) become sizes the "
+        "runtime computes from the input's values before each run (`size` lines of the "
+        "graph, the plan's `computed` list).",
+        f"* {len(frozen)} of the passing cases still need such an operand frozen: the "
+        "backend compiles them specialized on the given values (the inputs are frozen into "
+        "the model, as when freezing parameters). They are listed at the end.",
         "",
         "## Excluded cases",
         "",

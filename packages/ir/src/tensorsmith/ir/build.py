@@ -366,9 +366,8 @@ def plan_symbols(graph: Graph, funcs: Sequence[PrimFunc] = ()) -> tuple[str, ...
     given = {str(d) for v in graph.inputs for d in v.shape
              if isinstance(d, Sym) and str(d).isidentifier()}
     given |= {c.name for c in graph.computed}
-    for c in reversed(graph.computed):  # a computed size needs the sizes its text names
-        if c.name in used:
-            used |= expr_symbols(c.expr)
+    for c in graph.computed:  # every run computes (and checks) them all
+        used |= {c.name} | expr_symbols(c.expr)
     missing = sorted(used - given)
     if missing:
         names = ", ".join(f"'{n}'" for n in missing)

@@ -28,12 +28,13 @@ def print_graph(g: Graph) -> str:
         assert c.data is not None
         data = json.dumps(c.data.tolist()) if c.data.size <= 16 else "<elided>"
         lines.append(f"  {_ref(c)}: {_type(c)} = const {data}")
+    # computed sizes before the nodes whose shapes use them
+    lines += [f"  size {c.name} = {c.expr} {json.dumps(c.reason)}" for c in g.computed]
     for n in g.nodes:
         outs = ", ".join(f"{_ref(v)}: {_type(v)}" for v in n.outputs)
         args = ", ".join(_ref(v) for v in n.inputs)
         attrs = json.dumps(n.attrs, sort_keys=True, default=_jsonable) if n.attrs else ""
         lines.append(f"  {outs} = {n.op}({args}){' ' + attrs if attrs else ''}  # {n.name}")
-    lines += [f"  size {c.name} = {c.expr} {json.dumps(c.reason)}" for c in g.computed]
     lines += [f"  assume {a.lhs} == {a.rhs} {json.dumps(a.reason)}" for a in g.assumptions]
     lines += [f"  check {_ref(c.flag)} {json.dumps(c.message)}" for c in g.checks]
     lines.append(f"  return {', '.join(_ref(v) for v in g.outputs)}")

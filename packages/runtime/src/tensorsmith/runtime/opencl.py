@@ -147,6 +147,7 @@ class OpenCLModel:
         self._check_extensions(info.get("extensions", []))
         self._binder: Binder | None = None
         self._binding: Binding | None = None  # the last run's (dynamic shapes)
+        self._values: dict[int, bytes] = {}  # inputs' values sizes are computed from
         if plan.is_symbolic:
             most = min(int(self.cl_device.max_mem_alloc_size), 2**48)
             self._binder = Binder(self.path, plan, most,
@@ -306,6 +307,8 @@ class OpenCLModel:
         spec = self._io(self.inputs, index, nbytes, "input")
         if self._binder is not None:  # its buffer holds the input's shape of the next run
             self._fit(self._input_buffers[index], nbytes)
+            if index in self._binder.value_inputs:  # sizes are computed from its values
+                self._values[index] = ctypes.string_at(address, nbytes)
         if nbytes:
             buffer = self._buffers[self._input_buffers[index]]
             self._copy(lambda: self._cl.enqueue_copy(
@@ -360,7 +363,7 @@ class OpenCLModel:
         buffers again, write the symbols' values and count the launches."""
         if self._binder is None:
             return
-        binding = self._binder.bind(self._shapes)
+        binding = self._binder.bind(self._shapes, self._values.__getitem__)
         if self._binding is None or binding.values != self._binding.values:
             self._place(binding)
 

@@ -157,7 +157,18 @@ class Binder:
             for d, dim in enumerate(t.shape):
                 if isinstance(dim, str) and dim in self.symbols:
                     self._source.setdefault(dim, (i, d))
-        missing = [s for s in self.symbols if s not in self._source]
+        try:
+            self._computed = [(c, host_expr(c.expr)) for c in plan.computed]
+        except (ValueError, SyntaxError) as e:
+            raise ArtifactError(f"artifact '{path}' is inconsistent: a computed size of its "
+                                f"plan is malformed ({e}); re-export it") from None
+        names = [t.name for t in plan.inputs]
+        #: the inputs whose values the computed sizes read: an executor keeps them on the
+        #: host and passes them to :meth:`bind`
+        self.value_inputs = sorted({names.index(n) for c in plan.computed
+                                    for n in _reads(c.expr) if n in names})
+        computed = {c.name for c in plan.computed}
+        missing = [s for s in self.symbols if s not in self._source and s not in computed]
         if missing:
             raise ArtifactError(f"artifact '{path}' is inconsistent: no input gives the "
                                 f"size{'s' if len(missing) > 1 else ''} "
@@ -199,25 +210,35 @@ class Binder:
 
     # ---- the whole binding -------------------------------------------------------------
 
-    def bind(self, shapes: Sequence[Sequence[int]]) -> Binding:
-        """Learn the symbols from the inputs' ``shapes`` and check every symbolic axis,
-        the assumptions and the sizes against them (the CPU library's ``bind``)."""
+    def bind(self, shapes: Sequence[Sequence[int]],
+             values: Callable[[int], bytes | memoryview] | None = None,
+             placeholder: bool = False) -> Binding:
+        """Learn the symbols from the inputs' ``shapes`` (and the computed ones from the
+        bytes ``values(i)`` of each input in :attr:`value_inputs`) and check every
+        symbolic axis, the assumptions and the sizes against them (the CPU library's
+        ``bind``). ``placeholder``: every computed size 1 (before any run)."""
         env: dict[str, int] = {}
         for name in self.symbols:
+            if name not in self._source:
+                continue  # computed below
             i, d = self._source[name]
             env[name] = int(shapes[i][d])
             if env[name] < 1:
                 self._raise(f"'{name}' is {env[name]} from input "
                             f"'{self.plan.inputs[i].name}' axis {d}, but a size known only at "
                             "run time is at least 1")
-        values = tuple(env[s] for s in self.symbols)
-        binding = Binding(values, env, tuple(tuple(int(n) for n in s) for s in shapes), (), {})
+        if placeholder:
+            env.update((c.name, 1) for c, _ in self._computed)
+        elif self._computed:
+            self._compute(env, values)
+        values_ = tuple(env[s] for s in self.symbols)
+        binding = Binding(values_, env, tuple(tuple(int(n) for n in s) for s in shapes), (), {})
         for i, axes in enumerate(self._inputs):
             for d, axis in enumerate(axes):
                 if isinstance(axis, _Axis) and shapes[i][d] != axis.size(env):
                     self._refuse_axis(i, d, shapes[i][d], axis, env)
         for a, lhs, rhs in self._assumptions:
-            if lhs(env) != rhs(env):
+            if not placeholder and lhs(env) != rhs(env):
                 self._raise(f"these input shapes break what the model assumes: {a.message}; "
                             f"with {binding.describe()}, {a.lhs} = {lhs(env)} but {a.rhs} = "
                             f"{rhs(env)}")
@@ -241,7 +262,36 @@ class Binder:
                                 f"be {text} = {n}, a negative size: these shapes do not fit "
                                 "the model")
             outputs.append(shape)
-        return Binding(values, env, binding.input_shapes, tuple(outputs), buffer_bytes)
+        return Binding(values_, env, binding.input_shapes, tuple(outputs), buffer_bytes)
+
+    def _compute(self, env: dict[str, int],
+                 values: Callable[[int], bytes | memoryview] | None) -> None:
+        """The computed sizes into ``env``, in order, refused below 1 (as tsm_runtime.c's
+        ``compute_values``, in the same words)."""
+        import numpy as np
+
+        arrays: dict[str, np.ndarray] = {}
+        for i in self.value_inputs:
+            if values is None:
+                raise InputError(f"artifact '{self.path}': the executor gave no values of "
+                                 f"input '{self.plan.inputs[i].name}', which sizes are "
+                                 "computed from")
+            t = self.plan.inputs[i]
+            arrays[t.name] = np.frombuffer(bytes(values(i)), dtype=t.dtype)
+
+        def read(name: str, k: int) -> int | float:
+            return arrays[name][k].item()
+
+        for c, fn in self._computed:
+            try:
+                value = fn(env, read)
+            except (ZeroDivisionError, OverflowError, IndexError, KeyError, ValueError):
+                self._raise(f"{c.message}: the size '{c.name}' = {c.expr} cannot be computed "
+                            "from these inputs (it overflows or divides by zero)")
+            if isinstance(value, float) or value < 1 or value >= 2**63:
+                self._raise(f"{c.message}: the size '{c.name}' = {c.expr} is {value} for "
+                            "these inputs, but it must be at least 1")
+            env[c.name] = int(value)
 
     def _refuse_axis(self, i: int, d: int, actual: int, axis: _Axis,
                      env: Mapping[str, int]) -> None:
@@ -259,7 +309,14 @@ class Binder:
     def at_ones(self) -> Binding:
         """The binding with every symbol 1 (what an executor reports before a run)."""
         return self.bind([tuple(1 if isinstance(a, _Axis) else a for a in axes)
-                          for axes in self._inputs])
+                          for axes in self._inputs], placeholder=True)
+
+
+def _reads(text: str) -> set[str]:
+    """The inputs a computed size's text reads with ``value("input", k)``."""
+    return {n.args[0].value for n in ast.walk(ast.parse(text, mode="eval"))
+            if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "value" and n.args
+            and isinstance(n.args[0], ast.Constant)}
 
 
 def _mentions(text: str, name: str) -> bool:

@@ -6,10 +6,14 @@ compiler, ``prepare`` is the whole pipeline: import with :func:`from_onnx` (stat
 from the model's inputs), ``build`` for the target, export the artifact to a temporary
 directory and load it with ``tensorsmith.runtime``, exactly as a user's program would.
 
-The graph IR has static shapes, so a few models cannot be compiled by ``prepare`` alone:
+Operands that decide a shape and arrive as graph inputs (a Reshape's target, a
+ReduceSum's axes, TopK's k, as the node tests feed them) are read at run time: the
+converters that can take them turn them into sizes the runtime computes from the values
+before each run (``ir/host_sizes.py``), so one artifact serves every value. Two kinds of
+model still cannot be compiled by ``prepare`` alone:
 
-* a converter needs the *value* of a graph input at import time (a Reshape's target
-  shape, a Slice's bounds, a TopK's k fed as an input, as the node tests do);
+* a converter that needs the *value* of such an input and cannot take it at run time
+  (a Resize with antialiasing, an If's condition...);
 * an input has no static shape in the model.
 
 For those the rep compiles at ``run`` instead, specialized on the values (or shapes) it

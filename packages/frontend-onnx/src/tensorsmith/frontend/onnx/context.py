@@ -32,6 +32,7 @@ from tensorsmith.ir.builder import GraphBuilder
 from tensorsmith.ir.errors import ModelError, ShapeError
 from tensorsmith.ir.graph import Node, Value
 from tensorsmith.ir.op_registry import TensorType, get_op
+from tensorsmith.ir.host_sizes import HostExpr, where
 from tensorsmith.ir.symbolic import Dim, Sym, SymbolicDimError, is_static, shape_text
 
 from . import run_time_values, shape_values
@@ -173,6 +174,17 @@ class NodeContext:
         if isinstance(value, np.generic):
             value = value.item()
         return self.state.builder.size(value, f"{self._base}_{hint}", self.where)
+
+    def require(self, condition: Any, why: str) -> None:
+        """Refuse the run where ``condition`` (a host expression of 0 or 1) is 0, with
+        ``why`` after this node's name (an axis the run gives must be in range); checked
+        now where it is a Python bool."""
+        if not isinstance(condition, HostExpr):
+            if not condition:
+                raise self.error(why)
+            return
+        self.state.builder.size(where(condition, 1, 0), f"{self._base}_valid",
+                                f"{self.where}: {why}")
 
     def dims(self, i: int, what: str) -> list[Dim]:
         """Input ``i`` as a list of dims (a target shape, slice bounds): a constant, or a

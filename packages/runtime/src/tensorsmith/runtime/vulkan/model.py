@@ -155,7 +155,8 @@ class VulkanModel:
         """Learn the symbols from the inputs' shapes; where they changed, move the buffers
         and record the command buffer again."""
         assert self.binder is not None and self.shaped is not None
-        binding = self.binder.bind(self._shapes)
+        binding = self.binder.bind(
+            self._shapes, lambda i: memoryview(self._host_inputs[i])[:self._input_bytes[i]])
         if binding.values == self.shaped.binding.values:
             return
         self._place(binding)

@@ -134,6 +134,8 @@ def _reduce_run_time_axes(ctx: NodeContext, x: Value, keep: bool) -> Value:
     for i in range(rank):
         hits = sum((lift(a) == i) + (lift(a) == i - rank) for a in axes)
         reduced.append(hits >= 1)
+    ctx.require(sum(reduced) == len(axes),
+                f"the axes input must name {len(axes)} distinct axes in [{-rank}, {rank - 1}]")
     kept: list[Dim] = []
     y = x if parts is None else parts[0](ctx, x)
     for i, n in enumerate(x.shape):
