@@ -31,8 +31,8 @@ import onnx
 from tensorsmith.ir.builder import GraphBuilder
 from tensorsmith.ir.errors import ModelError, ShapeError
 from tensorsmith.ir.graph import Node, Value
-from tensorsmith.ir.op_registry import TensorType, get_op
 from tensorsmith.ir.host_sizes import HostExpr, where
+from tensorsmith.ir.op_registry import TensorType, get_op
 from tensorsmith.ir.symbolic import Dim, Sym, SymbolicDimError, is_static, shape_text
 
 from . import run_time_values, shape_values
