@@ -94,3 +94,15 @@ def test_reshape_target_of_run_time_values(tmp_path: Path) -> None:
     assert module.output_shape(0) == (2, 1) if hasattr(module, "output_shape") else True
     with pytest.raises(InputError, match=r"node 'sum' \(ReduceSum, opset 13\)"):
         module.run({"x": x, "axes": np.array([5], np.int64)})  # no such axis
+
+
+def test_inspect_lists_the_computed_sizes(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    graph, params = from_onnx(_reduce_mean_model(1))
+    path = tmp_path / "model.so"
+    build(graph, target="llvm", params=params).export_library(path)
+    shown = subprocess.run([sys.executable, "-m", "tensorsmith.cli.main", "inspect", str(path)],
+                           capture_output=True, text=True, check=True).stdout
+    assert "computed   " in shown and "  y_kept0 = (1 if " in shown, shown

@@ -68,6 +68,7 @@ def summary(path: str) -> dict[str, Any]:
         "steps": len(meta.get("steps") or []),
         "workspace_bytes": meta.get("workspace_bytes"),
         "symbols": list(artifact.plan.symbols),
+        "computed": {c.name: c.expr for c in artifact.plan.computed},
         "dynamic_buffers": [b.symbolic_nbytes for b in artifact.plan.buffers if b.is_symbolic],
         "unplanned_workspace_bytes": memory.get("unplanned_bytes"),
         "params_bytes": meta.get("params_bytes"),
@@ -113,9 +114,14 @@ def format_text(info: dict[str, Any]) -> str:
         lines += [f"  {describe(t)}" for t in info[kind]]
     lines.append(f"kernels    {len(info['kernels'])} ({info['steps']} steps per run)")
     lines += kernel_lines(info["kernels"])
-    if info["symbols"]:
-        lines.append(f"symbols    {', '.join(info['symbols'])} (sizes known at run time, "
+    shaped = [n for n in info["symbols"] if n not in info["computed"]]
+    if shaped:
+        lines.append(f"symbols    {', '.join(shaped)} (sizes known at run time, "
                      "taken from the inputs' shapes)")
+    if info["computed"]:
+        lines.append(f"computed   {len(info['computed'])} sizes, from inputs' values before "
+                     "each run:")
+        lines += [f"  {name} = {expr}" for name, expr in info["computed"].items()]
     lines.append(f"memory     workspace {size(info['workspace_bytes'])}")
     if info["dynamic_buffers"]:
         from tensorsmith.ir.symbolic import parse_dim
