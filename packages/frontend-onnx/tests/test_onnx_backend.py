@@ -36,18 +36,33 @@ def test_inputs_by_name() -> None:
     np.testing.assert_array_equal(c, [2, 2])
 
 
-def test_shape_operand_given_as_input_specializes_at_run() -> None:
-    """A Reshape whose shape is a graph input compiles at run time for that shape, and
-    again for another one."""
+def test_shape_operand_given_as_input_compiles_once() -> None:
+    """A Reshape whose shape is a graph input compiles once: the sizes are computed from
+    the shape's values before each run."""
     node = helper.make_node("Reshape", ["x", "s"], ["y"])
     m = make_model([node], {"x": ("float32", [2, 3]), "s": ("int64", [2])}, ["y"])
     rep = TensorsmithBackend.prepare(m, "CPU")
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     (y,) = rep.run([x, np.array([3, 2])])
-    assert rep.frozen_inputs == ("s",)
+    assert rep.frozen_inputs == ()
     np.testing.assert_array_equal(y, x.reshape(3, 2))
-    (y,) = rep.run([x, np.array([1, 6])])
+    (y,) = rep.run([x, np.array([1, -1])])
     np.testing.assert_array_equal(y, x.reshape(1, 6))
+
+
+def test_shape_operand_given_as_input_specializes_at_run() -> None:
+    """Where sizes computed at run time cannot serve (they are at least 1, and this input
+    is empty), a Reshape whose shape is a graph input compiles at run time for that
+    shape, and again for another one."""
+    node = helper.make_node("Reshape", ["x", "s"], ["y"], allowzero=1)
+    m = make_model([node], {"x": ("float32", [0, 3]), "s": ("int64", [2])}, ["y"])
+    rep = TensorsmithBackend.prepare(m, "CPU")
+    x = np.zeros((0, 3), dtype=np.float32)
+    (y,) = rep.run([x, np.array([3, 0])])
+    assert rep.frozen_inputs == ("s",)
+    assert y.shape == (3, 0)
+    (y,) = rep.run([x, np.array([0, 3])])
+    assert y.shape == (0, 3)
 
 
 def test_run_node_is_refused() -> None:

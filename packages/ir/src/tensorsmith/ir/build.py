@@ -50,7 +50,7 @@ from .passes.index_checks import add_index_checks
 from .passes.memory_plan import ALIGN
 from .records import applicable_steps
 from .schedules import default_schedule
-from .symbolic import Dim, Sym, free_symbols
+from .symbolic import Dim, Sym, free_symbols, is_static
 from .target import Target, activation_layout
 from .te.stmt import PrimFunc
 
@@ -140,7 +140,7 @@ def fused_groups(mod: Graph, params: Mapping[str, np.ndarray] | None = None, opt
     groups = fuse_ops(graph, enabled=opt_level >= 1, standalone=views.nodes)
     homes = dict(views.views)
     if opt_level >= 1:
-        for uid, src in _reshape_aliases(groups).items():
+        for uid, src in _reshape_aliases(groups, graph.outputs).items():
             homes[uid] = homes.get(src.uid, View(src, 0, whole=True))
     groups = [g for g in groups if not _moves_no_data(g, homes, views)]
     return graph, groups, homes
@@ -178,14 +178,21 @@ def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def _reshape_aliases(groups: list[Any]) -> dict[int, Value]:
-    """Reshape-only groups move no data: their output shares the input's bytes."""
+def _reshape_aliases(groups: list[Any], outputs: list[Value]) -> dict[int, Value]:
+    """Reshape-only groups move no data: their output shares the input's bytes. A graph
+    output gets its own bytes where its shape is symbolic and its source's is static, or
+    the reverse (a reshape to sizes computed from an input's values): the runtime gives
+    a tensor of run-time size a buffer sized at run time, and a static one a static one."""
+    returned = {v.uid for v in outputs}
     aliases: dict[int, Value] = {}
     for g in groups:
         if all(n.op == "reshape" for n in g.nodes) and len(g.inputs) == 1 \
                 and not g.inputs[0].is_constant and len(g.outputs) == 1:
-            src = g.inputs[0]
-            aliases[g.outputs[0].uid] = aliases.get(src.uid, src)
+            src = aliases.get(g.inputs[0].uid, g.inputs[0])
+            out = g.outputs[0]
+            if out.uid in returned and is_static(out.shape) != is_static(src.shape):
+                continue
+            aliases[out.uid] = src
     return aliases
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from tensorsmith.ir.errors import ShapeError
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.host_sizes import host_max, is_run_time, lift, where
 from tensorsmith.ir.ops.broadcast import broadcast_shapes
 from tensorsmith.ir.symbolic import Dim, Sym, SymbolicDimError, is_static, math_prod, shape_text
 
@@ -26,13 +27,85 @@ from ..shape_values import size_max, size_min
 from .common import ints, normalize_axes, normalize_axis, reshape, slice_axis, transpose
 
 
+def _run_time_operand(ctx: NodeContext, i: int, what: str) -> list[object] | None:
+    """The entries of input ``i`` (a reshape's target, axes, repeats) where the run gives
+    some of them (host expressions, see tensorsmith.ir.host_sizes); None where they are
+    all known now (a constant, a shape value) or cannot be sizes, which the compile-time
+    path handles (refusing, so the backend specializes, what it cannot). An empty input
+    ``x`` is left to that path too: the sizes the host computes are at least 1."""
+    v = ctx.optional_input(i)
+    if v is None or v.data is not None or 0 in ctx.input(0).shape:
+        return None
+    entries = list(ctx.run_time_values(i, what).reshape(-1))
+    if not any(is_run_time(e) for e in entries):
+        return None
+    if any(isinstance(e, float) or (is_run_time(e) and e.is_float) for e in entries):
+        return None
+    return entries
+
+
+def _total(terms: list[object]) -> object:
+    """The sum of ``terms`` (host expressions or ints), without a 0 term in its text."""
+    total: object = 0
+    for t in terms:
+        total = t if isinstance(total, int) and total == 0 else total + t
+    return total
+
+
+def _named_axes(ctx: NodeContext, axes: list[object], rank: int) -> list[object]:
+    """For each of ``rank`` axes, 1 where some of ``axes`` (which may count from the end)
+    names it, else 0, as the host computes it. One more than the count is a size of its
+    own (sizes are at least 1), so that the expressions built on it name it."""
+    flags = []
+    for d in range(rank):
+        count = _total([hit for a in axes for hit in (lift(a) == d, lift(a) == d - rank)])
+        flags.append(lift(ctx.size(1 + count, f"axis{d}_named")) >= 2)
+    return flags
+
+
+def _nth_dim(shape: tuple[Dim, ...] | list[Dim], index: object) -> object:
+    """``shape[index]`` for an index known at run time; 0 (a size the run refuses) where
+    it is out of range."""
+    picked: object = 0
+    for k, n in enumerate(shape):
+        picked = where(index == k, n, picked)
+    return picked
+
+
+def _reshape_run_time(ctx: NodeContext, x: Value, target: list[object], allowzero: bool
+                      ) -> Value:
+    """Reshape to a target the run gives. Which entry is -1 and which are 0 is known only
+    then, so every output size is a choice the host computes: entry j is the input's dim
+    j where it is 0 (without allowzero), the element count over the product of the other
+    entries where it is -1, else itself. A target that does not fit (a count that does
+    not divide, two -1s, a negative size) gives sizes below 1 or an element count the
+    reshape's run-time assumption refuses."""
+    rank = len(x.shape)
+    sizes: list[object] = []
+    for j, s in enumerate(target):
+        sizes.append(s if allowzero else where(s == 0, x.shape[j] if j < rank else 0, s))
+    unknown = [s == -1 for s in target]
+    known: object = 1
+    for u, n in zip(unknown, sizes):
+        factor = where(u, 1, n)
+        known = lift(factor) if isinstance(known, int) and known == 1 else known * factor
+    quotient = lift(math_prod(x.shape)) // host_max(known, 1)
+    shape = [ctx.size(where(u, quotient, n), f"shape{j}")
+             for j, (u, n) in enumerate(zip(unknown, sizes))]
+    return reshape(ctx, x, shape)
+
+
 @converter("Reshape", since=5)
 def convert_reshape(ctx: NodeContext) -> Value:
     """The target may hold symbolic sizes; a -1 among them is the quotient of the sizes,
-    which must divide exactly for every value of the symbols."""
+    which must divide exactly for every value of the symbols. A target the run gives is
+    turned into sizes the host computes (:func:`_reshape_run_time`)."""
     x = ctx.input(0)
-    target = ctx.dims(1, "shape")
     allowzero = ctx.opset >= 14 and int(ctx.attr("allowzero", 0))
+    given = _run_time_operand(ctx, 1, "shape")
+    if given is not None:
+        return _reshape_run_time(ctx, x, given, bool(allowzero))
+    target = ctx.dims(1, "shape")
     shape: list[Dim] = []
     for i, d in enumerate(target):
         if isinstance(d, int) and d == 0 and not allowzero:
@@ -99,8 +172,37 @@ def convert_squeeze_v1(ctx: NodeContext) -> Value:
     return _squeeze(ctx, axes if axes else None)
 
 
+def _squeeze_run_time(ctx: NodeContext, x: Value, axes: list[object]) -> Value:
+    """Squeeze axes the run gives: the output has ``rank - len(axes)`` axes, output axis
+    j being the j-th input axis no axis names. Its size is that axis's, chosen on the
+    host; 0 (refused by the run) where the axes name an axis twice or out of range, or
+    name an axis that is not 1."""
+    rank = len(x.shape)
+    if len(axes) > rank:
+        raise ctx.error(f"{len(axes)} axes to squeeze from an input of rank {rank}")
+    dropped = _named_axes(ctx, axes, rank)
+    valid = lift(_total(dropped)) == len(axes)
+    for i, n in enumerate(x.shape):
+        if not (isinstance(n, int) and n == 1):
+            valid = valid * (dropped[i] == 0)
+    shape: list[Dim] = []
+    for j in range(rank - len(axes)):
+        picks: list[object] = []
+        before: object = 0  # kept axes before axis i
+        for i, n in enumerate(x.shape):
+            picks.append(where(before == j, where(dropped[i], 0, n), 0))
+            before = _total([before, dropped[i] == 0])
+        shape.append(ctx.size(where(valid, _total(picks), 0), f"dim{j}"))
+    if not shape and any(not (isinstance(n, int) and n == 1) for n in x.shape):
+        raise ctx.error(f"cannot squeeze every axis of {shape_text(x.shape)}: not all are 1")
+    return reshape(ctx, x, shape)
+
+
 @converter("Squeeze", since=13)
 def convert_squeeze_v13(ctx: NodeContext) -> Value:
+    axes = _run_time_operand(ctx, 1, "axes")
+    if axes is not None:
+        return _squeeze_run_time(ctx, ctx.input(0), axes)
     given = ctx.optional_constant(1, "axes")
     return _squeeze(ctx, None if given is None else ints(given))
 
@@ -118,8 +220,28 @@ def convert_unsqueeze_v1(ctx: NodeContext) -> Value:
     return _unsqueeze(ctx, list(ctx.required_attr("axes")))
 
 
+def _unsqueeze_run_time(ctx: NodeContext, x: Value, axes: list[object]) -> Value:
+    """Insert axes the run gives: the output has ``rank + len(axes)`` axes, axis d being
+    1 where an axis names it (counted against the output's rank), else the next input
+    axis; the host chooses each size, 0 (refused by the run) where the axes name an axis
+    twice or out of range."""
+    rank = len(x.shape) + len(axes)
+    inserted = _named_axes(ctx, axes, rank)
+    valid = lift(_total(inserted)) == len(axes)
+    shape: list[Dim] = []
+    before: object = 0  # input axes placed before axis d
+    for d in range(rank):
+        size = where(inserted[d], 1, _nth_dim(x.shape, before))
+        shape.append(ctx.size(where(valid, size, 0), f"dim{d}"))
+        before = _total([before, inserted[d] == 0])
+    return reshape(ctx, x, shape)
+
+
 @converter("Unsqueeze", since=13)
 def convert_unsqueeze_v13(ctx: NodeContext) -> Value:
+    axes = _run_time_operand(ctx, 1, "axes")
+    if axes is not None:
+        return _unsqueeze_run_time(ctx, ctx.input(0), axes)
     return _unsqueeze(ctx, ints(ctx.constant(1, "axes")))
 
 
@@ -288,9 +410,42 @@ def _gather_symbolic_axis(ctx: NodeContext, data: Value, idx: np.ndarray, axis: 
     return reshape(ctx, picked, shape)
 
 
+def _expand_run_time(ctx: NodeContext, x: Value, target: list[object]) -> Value:
+    """Expand to a target the run gives. Where the input's dim is 1 (or missing) the
+    output's is the target's, a size the host computes; elsewhere it is the input's,
+    and the target's must be 1 or the same. That condition is folded into the computed
+    sizes (0, which the run refuses, where it fails); with none computed, one axis of
+    the input is viewed as a computed size equal to it where the condition holds."""
+    rank = max(len(x.shape), len(target))
+    dims: list[Dim] = [1] * (rank - len(x.shape)) + list(x.shape)
+    wanted = [1] * (rank - len(target)) + target
+    valid: object = True  # decided now where no dim constrains the target
+    for n, s in zip(dims, wanted):
+        if (isinstance(n, int) and n == 1) or (not is_run_time(s) and s in (1, n)):
+            continue
+        if isinstance(s, int) and isinstance(n, int):
+            raise ctx.error(f"cannot expand {shape_text(x.shape)}: a target size of {s} "
+                            f"for a dim of {n}")
+        fits = ((lift(s) == 1) + (lift(s) == n)) >= 1
+        valid = fits if valid is True else valid * fits
+    free = [i for i, n in enumerate(dims) if isinstance(n, int) and n == 1]
+    shape = list(dims)
+    for i in free:
+        shape[i] = ctx.size(where(valid, wanted[i], 0), f"dim{i}")
+    if not free and rank:
+        i = rank - 1
+        shape[i] = ctx.size(where(valid, dims[i], 0), f"dim{i}")
+        lead = rank - len(x.shape)
+        x = reshape(ctx, x, [*x.shape[:i - lead], shape[i], *x.shape[i - lead + 1:]])
+    return x if tuple(shape) == x.shape else ctx.add("expand", [x], {"shape": shape})
+
+
 @converter("Expand", since=8)
 def convert_expand(ctx: NodeContext) -> Value:
     x = ctx.input(0)
+    given = _run_time_operand(ctx, 1, "shape")
+    if given is not None:
+        return _expand_run_time(ctx, x, given)
     target = ctx.dims(1, "shape")
     try:  # not np.broadcast_shapes: it allocates, and fails on sizes no array can have
         shape = broadcast_shapes(x.shape, target)
@@ -307,7 +462,9 @@ def convert_tile(ctx: NodeContext) -> Value:
     """Tiling is an expand of an interleaved view: [a, b] by [r, s] is
     reshape([1, a, 1, b]) -> expand([r, a, s, b]) -> reshape([r*a, s*b])."""
     x = ctx.input(0)
-    repeats = ctx.dims(1, "repeats")
+    given = _run_time_operand(ctx, 1, "repeats")
+    repeats = (ctx.dims(1, "repeats") if given is None
+               else [ctx.size(r, f"repeats{i}") for i, r in enumerate(given)])
     if len(repeats) != len(x.shape) or any(r < 0 for r in repeats):
         raise ctx.error(f"repeats {shape_text(repeats)} do not fit an input of shape "
                         f"{shape_text(x.shape)}")
