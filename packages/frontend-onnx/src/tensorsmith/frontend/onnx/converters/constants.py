@@ -4,6 +4,12 @@ ConstantOfShape, Range, NonZero, EyeLike, and the masks of Trilu and OneHot.
 ConstantOfShape and Range also take sizes known only at run time (a mask of
 ``[batch, seq]``, the positions ``0..seq-1``): those tensors are computed at run time from
 a broadcast constant, since no constant of a symbolic shape can be stored.
+
+Where the operand itself is given only when the model runs (a graph input: ONNX's node
+tests feed ConstantOfShape's shape, Range's bounds, OneHot's depth and Trilu's k so), the
+model still compiles once: what decides a shape becomes a size the host computes before
+each run (``NodeContext.size``), and what only decides values (Trilu's k, Range's start
+and delta, OneHot's depth for negative indices) is read by the kernels as data.
 """
 
 from __future__ import annotations
@@ -13,12 +19,39 @@ import math
 import numpy as np
 
 from tensorsmith.ir.graph import Value
+from tensorsmith.ir.host_sizes import HostExpr, ceil, floor, host_max
 from tensorsmith.ir.symbolic import Dim, Sym, SymbolicDimError, is_static, shape_text
 
 from ..context import FOLD_LIMIT, NodeContext
 from ..dtypes import to_numpy_dtype
 from ..registry import converter
 from .common import filled, normalize_axis, positions, reshape, slice_axis
+
+#: The dtypes of graph inputs whose values the host reads to compute sizes before a run
+#: (codegen-llvm's plan_c.py reads these; a float16 bound is frozen instead).
+_HOST_READABLE = frozenset({"int64", "int32", "int16", "int8", "uint8", "uint16", "uint32",
+                            "float32", "float64"})
+
+
+def at_run_time(ctx: NodeContext, i: int) -> bool:
+    """Whether input ``i`` is given only when the model runs: neither a constant nor a
+    shape value (whose sizes the old paths handle), so its values are run-time data."""
+    v = ctx.optional_input(i)
+    return v is not None and v.data is None and v.uid not in ctx.state.shape_values
+
+
+def host_values(ctx: NodeContext, i: int, what: str) -> list[object]:
+    """Input ``i``'s entries as numbers and host expressions, for sizes the host computes
+    before each run; a ConstantRequiredError (so the backend freezes the input) where the
+    values cannot be followed or are read from an input of a dtype the host does not
+    read."""
+    entries = list(ctx.run_time_values(i, what).reshape(-1))
+    dtypes = {v.name: v.dtype for v in ctx.state.builder.inputs}
+    for e in entries:
+        if isinstance(e, HostExpr) and any(dtypes.get(n) not in _HOST_READABLE
+                                           for n in e.inputs):
+            ctx.constant(i, what)  # raises: the value must be frozen
+    return entries
 
 
 @converter("Constant", since=1)
@@ -41,8 +74,8 @@ def convert_constant(ctx: NodeContext) -> Value:
 @converter("ConstantOfShape", since=9)
 def convert_constant_of_shape(ctx: NodeContext) -> Value:
     """A constant; for a symbolic shape, the fill value expanded to it at run time."""
-    shape = ctx.dims(0, "shape")
-    if any(d < 0 for d in shape):
+    shape = _run_time_shape(ctx) if at_run_time(ctx, 0) else ctx.dims(0, "shape")
+    if any(isinstance(d, int) and d < 0 for d in shape):
         raise ctx.error(f"shape {shape_text(shape)} has a negative dimension")
     value = ctx.attr("value")
     fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
@@ -53,6 +86,15 @@ def convert_constant_of_shape(ctx: NodeContext) -> Value:
     return filled(ctx, shape, fill[0], str(fill.dtype))
 
 
+def _run_time_shape(ctx: NodeContext) -> list[Dim]:
+    """A shape the run gives, each entry ``n`` as ``m - 1``, where ``m = n + 1`` is a size
+    the host computes before the run. A computed size is at least 1, but a dimension of
+    0 is a fill's ordinary use (an empty cache of past keys, ONNX's own node test): the
+    offset lets it be 0, while a negative entry is still refused by the run."""
+    return [e if isinstance(e, int) else ctx.size(e + 1, f"d{k}_plus1") - 1
+            for k, e in enumerate(host_values(ctx, 0, "shape"))]
+
+
 @converter("Range", since=11)
 def convert_range(ctx: NodeContext) -> Value:
     names = ("start", "limit", "delta")
@@ -61,6 +103,8 @@ def convert_range(ctx: NodeContext) -> Value:
         if any(len(b) != 1 for b in bounds):
             raise ctx.error("start, limit and delta must be scalars")
         return _symbolic_range(ctx, *(b[0] for b in bounds))
+    if any(at_run_time(ctx, i) for i in range(3)):
+        return _run_time_range(ctx, names)
     start, limit, delta = (ctx.constant(i, n) for i, n in enumerate(names))
     s, l, d = (v.reshape(-1)[0] for v in (start, limit, delta))
     if d == 0:
@@ -72,6 +116,26 @@ def convert_range(ctx: NodeContext) -> Value:
     ctx.check_constant((count,), str(start.dtype), "the output")
     values = s + np.arange(count, dtype=start.dtype) * d
     return ctx.const(values.astype(start.dtype), hint="range")
+
+
+def _run_time_range(ctx: NodeContext, names: tuple[str, str, str]) -> Value:
+    """Range over bounds the run gives: its length ``max(ceil((limit - start) / delta),
+    0)`` is a size the host computes before each run (refused below 1: an empty range
+    needs its bounds frozen), and the values ``start + i * delta`` are computed by
+    kernels from the positions ``i`` and the start and delta tensors themselves."""
+    bounds = [host_values(ctx, i, n) for i, n in enumerate(names)]
+    if any(len(b) != 1 for b in bounds):
+        raise ctx.error("start, limit and delta must be scalars")
+    s, l, d = (b[0] for b in bounds)
+    if not isinstance(d, HostExpr) and d == 0:
+        raise ctx.error("delta is 0")
+    count = ctx.size(host_max(ceil((l - s) / d), 0), "count")
+    dtype = ctx.input(0).dtype
+    i = positions(ctx, count)
+    if dtype != "int64":
+        i = ctx.add("cast", [i], {"dtype": dtype})
+    start, delta = (reshape(ctx, ctx.input(k), ()) for k in (0, 2))
+    return ctx.add("add", [ctx.add("mul", [i, delta]), start])
 
 
 def _symbolic_range(ctx: NodeContext, start: Dim, limit: Dim, delta: Dim) -> Value:
@@ -129,10 +193,12 @@ def convert_trilu(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     if len(x.shape) < 2:
         raise ctx.error(f"needs an input of rank >= 2, got {shape_text(x.shape)}")
-    k_given = ctx.optional_constant(1, "k")
-    k = 0 if k_given is None else int(k_given.reshape(-1)[0])
     rows, cols = x.shape[-2:]
     upper = bool(int(ctx.attr("upper", 1)))
+    if at_run_time(ctx, 1):
+        return _trilu_run_time_k(ctx, x, upper)
+    k_given = ctx.optional_constant(1, "k")
+    k = 0 if k_given is None else int(k_given.reshape(-1)[0])
     zero = ctx.const(np.zeros((), dtype=x.dtype), hint="zero")
     if not is_static((rows, cols)):  # a causal mask over [seq, seq]
         offset = _diagonal_offsets(ctx, rows, cols)
@@ -144,6 +210,29 @@ def convert_trilu(ctx: NodeContext) -> Value:
     if mask.all():
         return x
     return ctx.add("where", [ctx.const(mask, hint="mask"), x, zero])
+
+
+def _trilu_run_time_k(ctx: NodeContext, x: Value, upper: bool) -> Value:
+    """Trilu with a k the run gives: k only moves the diagonal, never a shape, so the
+    mask is the comparison of the offsets ``j - i`` (a constant for a static matrix)
+    with k, read by the kernel as data."""
+    if 0 in x.shape:
+        return x  # nothing to mask
+    rows, cols = x.shape[-2:]
+    if is_static((rows, cols)):
+        ctx.check_constant((rows, cols), "int64", "the offsets")
+        offset = ctx.const(np.arange(cols, dtype=np.int64)[None, :]
+                           - np.arange(rows, dtype=np.int64)[:, None], hint="offsets")
+    else:
+        offset = _diagonal_offsets(ctx, rows, cols)
+    k = ctx.input(1)
+    if k.shape != () and k.shape != (1,):
+        raise ctx.error(f"k must be a scalar, got {shape_text(k.shape)}")
+    k = reshape(ctx, k, ())
+    if k.dtype != "int64":
+        k = ctx.add("cast", [k], {"dtype": "int64"})
+    kept = ctx.add("ge" if upper else "le", [offset, k])
+    return ctx.add("where", [kept, x, ctx.const(np.zeros((), dtype=x.dtype), hint="zero")])
 
 
 def _diagonal_offsets(ctx: NodeContext, rows: Dim, cols: Dim) -> Value:
@@ -176,21 +265,42 @@ def convert_eye_like(ctx: NodeContext) -> Value:
 def convert_one_hot(ctx: NodeContext) -> Value:
     """where(indices[..., None, ...] == arange(depth), on, off), the arange on ``axis``."""
     indices, values = ctx.input(0), ctx.input(2)
-    depth = int(np.asarray(ctx.constant(1, "depth")).reshape(-1)[0])
-    if depth <= 0 or values.shape != (2,):
-        raise ctx.error(f"needs depth > 0 and two values [off, on], got depth {depth} and "
-                        f"values of shape {shape_text(values.shape)}")
-    ctx.check_constant((depth,), "int64", "the positions")
+    if at_run_time(ctx, 1):
+        if values.shape != (2,):
+            raise ctx.error(f"needs two values [off, on], got values of shape "
+                            f"{shape_text(values.shape)}")
+        count, depth = _run_time_depth(ctx)
+    else:
+        count = int(np.asarray(ctx.constant(1, "depth")).reshape(-1)[0])
+        if count <= 0 or values.shape != (2,):
+            raise ctx.error(f"needs depth > 0 and two values [off, on], got depth {count} "
+                            f"and values of shape {shape_text(values.shape)}")
+        ctx.check_constant((count,), "int64", "the positions")
+        depth = None
     rank = len(indices.shape) + 1
     axis = normalize_axis(ctx, int(ctx.attr("axis", -1)), rank)
     idx = indices if indices.dtype == "int64" else ctx.add("cast", [indices],
                                                             {"dtype": "int64"})
     negative = ctx.add("lt", [idx, ctx.scalar(0, idx)])
-    idx = ctx.add("where", [negative, ctx.add("add", [idx, ctx.scalar(depth, idx)]), idx])
+    if depth is None:
+        depth = ctx.scalar(count, idx)
+    idx = ctx.add("where", [negative, ctx.add("add", [idx, depth]), idx])
     idx = reshape(ctx, idx, (*indices.shape[:axis], 1, *indices.shape[axis:]))
-    positions = np.arange(depth, dtype=np.int64).reshape(
-        [depth if d == axis else 1 for d in range(rank)])
-    hot = ctx.add("eq", [idx, ctx.const(positions, hint="positions")])
+    hot = ctx.add("eq", [idx, positions(ctx, count, "int64", axis, rank)])
     off = reshape(ctx, slice_axis(ctx, values, 0, 0, 1), ())
     on = reshape(ctx, slice_axis(ctx, values, 0, 1, 2), ())
     return ctx.add("where", [hot, on, off])
+
+
+def _run_time_depth(ctx: NodeContext) -> tuple[Dim, Value]:
+    """A depth the run gives: as the size of the new axis, computed by the host before
+    each run (ONNX casts a float depth to an integer; a depth below 1 is refused by the
+    run), and as int64 data, which moves negative indices up by it."""
+    entries = host_values(ctx, 1, "depth")
+    if len(entries) != 1:
+        raise ctx.error(f"depth must have one element, has {len(entries)}")
+    count = ctx.size(floor(entries[0]), "depth")
+    depth = reshape(ctx, ctx.input(1), ())
+    if depth.dtype != "int64":
+        depth = ctx.add("cast", [depth], {"dtype": "int64"})
+    return count, depth

@@ -3,7 +3,9 @@ bank (MelWeightMatrix, opset 17).
 
 Their inputs are sizes and frequencies that decide the output's shape, so they are
 constants, and so is the result: it is computed here, in float64 with ONNX's formulas,
-and cast to ``output_datatype``.
+and cast to ``output_datatype``. A window's size may also be given only when the model
+runs (a graph input): the window's length is then a size the host computes before each
+run, and kernels compute the same formulas from the positions and the size as data.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from tensorsmith.ir.symbolic import shape_text, static_dim
 from ..context import NodeContext
 from ..dtypes import to_numpy_dtype
 from ..registry import converter
-from .common import normalize_axis, reshape, transpose
+from .common import normalize_axis, positions, reshape, transpose
+from .constants import at_run_time, host_values
 
 
 def _scalar(ctx: NodeContext, i: int, what: str) -> float:
@@ -28,6 +31,8 @@ def _dtype(ctx: NodeContext) -> str:
 
 
 def _window(ctx: NodeContext, kind: str) -> Value:
+    if at_run_time(ctx, 0):
+        return _run_time_window(ctx, kind)
     size = int(_scalar(ctx, 0, "size"))
     if size < 0:
         raise ctx.error(f"size {size} is negative")
@@ -42,6 +47,43 @@ def _window(ctx: NodeContext, kind: str) -> Value:
         values = (np.cos(n * np.pi * 2 / length) * -0.5 + np.cos(n * np.pi * 4 / length) * 0.08
                   + 0.42)
     return ctx.const(values.astype(_dtype(ctx)), hint=f"{kind}_window")
+
+
+def _run_time_window(ctx: NodeContext, kind: str) -> Value:
+    """A window of a size the run gives: its length is a size the host computes before
+    each run (refused below 1: an empty window needs the size frozen), and the formulas
+    of :func:`_window`, in float64 in the same order, are kernels over the positions and
+    the size input itself (cast to float64, a scalar operand)."""
+    entries = host_values(ctx, 0, "size")
+    if len(entries) != 1:
+        raise ctx.error(f"size must have one element, has {len(entries)}")
+    count = ctx.size(entries[0], "size")
+    n = ctx.add("cast", [positions(ctx, count)], {"dtype": "float64"})
+    length = ctx.add("cast", [reshape(ctx, ctx.input(0), ())], {"dtype": "float64"})
+    if not int(ctx.attr("periodic", 1)):
+        length = ctx.add("sub", [length, ctx.const(np.float64(1), hint="one")])
+
+    def const(value: float) -> Value:
+        return ctx.const(np.float64(value), hint="coefficient")
+
+    def cos_of(multiple: int) -> Value:  # cos(n * pi * multiple / length)
+        angle = ctx.add("mul", [n, const(np.pi)])
+        if multiple != 1:
+            angle = ctx.add("mul", [angle, const(multiple)])
+        return ctx.add("cos", [ctx.add("div", [angle, length])])
+
+    if kind == "hann":
+        sine = ctx.add("sin", [ctx.add("div", [ctx.add("mul", [n, const(np.pi)]), length])])
+        values = ctx.add("mul", [sine, sine])
+    elif kind == "hamming":
+        alpha = 25.0 / 46.0
+        values = ctx.add("sub", [const(alpha), ctx.add("mul", [cos_of(2), const(1 - alpha)])])
+    else:
+        values = ctx.add("add", [ctx.add("mul", [cos_of(2), const(-0.5)]),
+                                 ctx.add("mul", [cos_of(4), const(0.08)])])
+        values = ctx.add("add", [values, const(0.42)])
+    dtype = _dtype(ctx)
+    return values if dtype == "float64" else ctx.add("cast", [values], {"dtype": dtype})
 
 
 converter("HannWindow", since=17)(lambda ctx: _window(ctx, "hann"))
