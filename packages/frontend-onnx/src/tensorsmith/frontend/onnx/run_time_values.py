@@ -31,6 +31,11 @@ from . import shape_values
 MAX_ELEMENTS = 64
 """Inputs of at most this many elements are followed (axes, shapes, scales, a k)."""
 
+HOST_READABLE = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "float32",
+                 "float64")
+"""The dtypes whose values every executor reads on the host (a float16 input is left to
+specialization)."""
+
 
 def input_entries(name: str, shape: Sequence[Any], dtype: str) -> np.ndarray | None:
     """The entries of graph input ``name`` as host expressions, or None where it is not
@@ -38,9 +43,9 @@ def input_entries(name: str, shape: Sequence[Any], dtype: str) -> np.ndarray | N
     if not all(isinstance(d, int) for d in shape) or len(shape) > 1:
         return None
     count = int(np.prod(shape)) if shape else 1
-    kind = np.dtype(dtype).kind if dtype != "bool" else "b"
-    if count > MAX_ELEMENTS or kind not in "iuf":
+    if count > MAX_ELEMENTS or dtype not in HOST_READABLE:
         return None
+    kind = np.dtype(dtype).kind
     entries = [input_value(name, k, kind == "f") for k in range(count)]
     return np.asarray([*entries, None], dtype=object)[:-1].reshape(tuple(shape))
 
