@@ -210,6 +210,7 @@ INFER = [
     ("grid_sample", [((B, 3, H, W), F), ((B, S, S, 2), F)], {}, "float32[batch, 3, seq, seq]"),
     ("topk", [((B, S), F)], {"k": 1}, "float32[batch, 1], int64[batch, 1]"),
     ("topk", [((S, 50), F)], {"k": 5}, "float32[seq, 5], int64[seq, 5]"),
+    ("topk", [((B, S), F)], {"k": "seq"}, "float32[batch, seq], int64[batch, seq]"),
     ("cumsum", [((B, S), F)], {"axis": 1}, "float32[batch, seq]"),
     ("cumprod", [((B, S), F)], {"axis": 0, "reverse": 1}, "float32[batch, seq]"),
 ]
@@ -317,7 +318,8 @@ ERRORS = [
     ("pad", [((B, S, 4), F)], {"before": [0, "seq", 0], "after": [0, 0, 0]},
      r"pad's amount before axis 1 must be known when the model is compiled"),
     ("topk", [((B, S), F)], {"k": 5}, r"topk k=5 for an axis of seq: whether 5 <= seq"),
-    ("topk", [((B, S), F)], {"k": "seq"}, r"topk's k must be known"),
+    ("topk", [((B, S), F)], {"k": "batch"},
+     r"topk k=batch for an axis of seq: whether batch <= seq"),
     ("gather_nd", [((B, S, 4), F), ((B, 5, S), "int64")], {"batch_dims": 1},
      r"gather_nd's index depth \(the indices' last dim\) must be known"),
     ("gather_elements", [((B, S, 4), F), ((B, 3, 2), "int64")], {"axis": 2},

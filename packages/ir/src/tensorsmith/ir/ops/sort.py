@@ -13,8 +13,17 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import te
-from ..op_registry import Attrs, Pattern, TensorType, attr_dim, check, check_dim, register
-from ..symbolic import static_dim
+from ..op_registry import (
+    Attrs,
+    Pattern,
+    TensorType,
+    always,
+    attr_dim,
+    check,
+    check_dim,
+    register,
+)
+from ..symbolic import assume_if_computed, dim_min
 from ..te.expr import Expr, const, select
 
 
@@ -28,9 +37,14 @@ def _infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     x = inputs[0]
     check(len(x.shape) > 0, "topk needs a tensor of rank >= 1")
     axis = _axis(attrs, len(x.shape))
-    k = static_dim(attr_dim(attrs["k"], "topk's k"), "topk's k")
-    check(k >= 0, f"topk k={k} for an axis of {x.shape[axis]}")
-    check_dim(k, "<=", x.shape[axis], f"topk k={k} for an axis of {x.shape[axis]}")
+    k, length = attr_dim(attrs["k"], "topk's k"), x.shape[axis]
+    message = f"topk k={k} for an axis of {length}"
+    check(not isinstance(k, int) or k >= 0, message)
+    # a k computed from an input's value (ONNX TopK's K given at run time) that may or may
+    # not fit the axis: each run checks it does, as min(k, length) == k
+    decided = always(k, "<=", length) or always(k, ">", length)
+    if decided or not assume_if_computed(dim_min(k, length), k, message):
+        check_dim(k, "<=", length, message)
     shape = tuple(k if d == axis else n for d, n in enumerate(x.shape))
     return [TensorType(shape, x.dtype), TensorType(shape, "int64")]
 

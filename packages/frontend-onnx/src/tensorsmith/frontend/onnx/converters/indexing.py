@@ -2,19 +2,23 @@
 (ScatterElements, Scatter, ScatterND, TensorScatter), running sums and products (CumSum,
 CumProd), TopK, Compress and ReverseSequence.
 
-The data and the indices are run-time tensors. What decides an output *shape* (TopK's
-k, CumSum's axis, Compress's condition) must be a constant, as everywhere in a graph of
-static shapes.
+The data and the indices are run-time tensors. What decides an output *shape* or the
+axis a kernel runs along (TopK's k, CumSum's axis, Compress's condition) is a constant,
+or, for TopK's k and CumSum's axis, a small graph input whose value the run gives: then
+the sizes it decides are computed on the host before each run (host_sizes.py), and the
+model compiles once for every value.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from tensorsmith.ir.graph import Value
-from tensorsmith.ir.symbolic import math_prod, shape_text
+from tensorsmith.ir.host_sizes import HostExpr, is_run_time, where
+from tensorsmith.ir.symbolic import Dim, math_prod, shape_text
 
 from ..context import NodeContext
 from ..registry import converter
@@ -94,15 +98,62 @@ def convert_tensor_scatter(ctx: NodeContext) -> Value:
     return ctx.add("where", [inside, picked, past])
 
 
+def _run_time_scalar(ctx: NodeContext, i: int, what: str) -> HostExpr | None:
+    """Input ``i``'s single value where the run gives it (a graph input, or small
+    arithmetic on one), else None: a constant keeps the static path, and anything else
+    is refused there as before."""
+    if ctx.input(i).data is not None:
+        return None
+    entries = ctx.run_time_values(i, what).reshape(-1)
+    return entries[0] if entries.size == 1 and is_run_time(entries[0]) else None
+
+
+def _product(factors: Sequence[Any]) -> Any:
+    """The product of sizes and host expressions; 1 for none."""
+    out: Any = 1
+    for f in factors:
+        out = f if isinstance(out, int) and out == 1 else out * f
+    return out
+
+
 def _cumulative(op: str) -> Callable[[NodeContext], Value]:
     def convert(ctx: NodeContext) -> Value:
         x = ctx.input(0)
+        attrs = {"exclusive": int(ctx.attr("exclusive", 0)),
+                 "reverse": int(ctx.attr("reverse", 0))}
+        axis_value = _run_time_scalar(ctx, 1, "axis")
+        if axis_value is not None and x.shape and 0 not in x.shape:
+            return _cumulative_run_time_axis(ctx, op, x, axis_value, attrs)
         axis = normalize_axis(ctx, int(np.asarray(ctx.constant(1, "axis")).reshape(-1)[0]),
                               len(x.shape))
-        return ctx.add(op, [x], {"axis": axis, "exclusive": int(ctx.attr("exclusive", 0)),
-                                 "reverse": int(ctx.attr("reverse", 0))})
+        return ctx.add(op, [x], {"axis": axis, **attrs})
 
     return convert
+
+
+def _cumulative_run_time_axis(ctx: NodeContext, op: str, x: Value, axis: HostExpr,
+                              attrs: dict[str, int]) -> Value:
+    """A running sum or product along an axis the run gives. The contiguous input is
+    viewed as [outer, n, inner] (the dims before the axis, the axis, the dims after:
+    sizes the host computes from the axis's value, so the view reads the same elements)
+    and the kernel always runs along axis 1 of that view. An axis out of range gives
+    n = 0, which the run refuses (a computed size is at least 1), naming this node.
+
+    The result is copied out of the view rather than returned as one: as a view of the
+    kernel's output, a graph output of x's shape would live in a buffer whose size is
+    the computed outer * n * inner, which a plan cannot hold (its output's bytes must
+    be its buffer's, and only the run knows the two agree)."""
+    rank = len(x.shape)
+    a = where(axis < 0, axis + rank, axis)
+    outer = _product([where(a > i, d, 1) for i, d in enumerate(x.shape[:-1]) if d != 1])
+    inner = _product([where(a < i, d, 1) for i, d in enumerate(x.shape) if i and d != 1])
+    n: Any = 0
+    for i in reversed(range(rank)):
+        n = where(a == i, x.shape[i], n)
+    view: list[Dim] = [ctx.size(outer, "outer"), ctx.size(n, "axis_size"),
+                       ctx.size(inner, "inner")]
+    y = reshape(ctx, ctx.add(op, [reshape(ctx, x, view)], {"axis": 1, **attrs}), x.shape)
+    return ctx.add("copy", [y])
 
 
 converter("CumSum", since=11)(_cumulative("cumsum"))
@@ -111,12 +162,19 @@ converter("CumProd", since=26)(_cumulative("cumprod"))
 
 @converter("TopK", since=10)
 def convert_topk(ctx: NodeContext) -> list[Value]:
+    """K may be a graph input: the output's axis is then a size the host computes from
+    its value before each run (at least 1, and the run checks it is at most the axis's
+    length, as topk's shape inference records)."""
     x = ctx.input(0)
-    k = int(np.asarray(ctx.constant(1, "K")).reshape(-1)[0])
     axis = normalize_axis(ctx, int(ctx.attr("axis", -1)), len(x.shape))
+    largest = int(ctx.attr("largest", 1)) if ctx.opset >= 11 else 1
+    k_value = _run_time_scalar(ctx, 1, "K")
+    if k_value is not None and 0 not in x.shape:
+        k: Dim = ctx.size(k_value, "k")
+        return ctx.add_multi("topk", [x], {"k": k, "axis": axis, "largest": largest})
+    k = int(np.asarray(ctx.constant(1, "K")).reshape(-1)[0])
     if not 0 <= k <= x.shape[axis]:
         raise ctx.error(f"K={k} for an axis of {x.shape[axis]}")
-    largest = int(ctx.attr("largest", 1)) if ctx.opset >= 11 else 1
     return ctx.add_multi("topk", [x], {"k": k, "axis": axis, "largest": largest})
 
 
