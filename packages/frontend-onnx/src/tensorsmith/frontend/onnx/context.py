@@ -31,7 +31,7 @@ import onnx
 from tensorsmith.ir.builder import GraphBuilder
 from tensorsmith.ir.errors import ModelError, ShapeError
 from tensorsmith.ir.graph import Node, Value
-from tensorsmith.ir.host_sizes import HostExpr, where
+from tensorsmith.ir.host_sizes import HostExpr, RunTimeValueError, where
 from tensorsmith.ir.op_registry import TensorType, get_op
 from tensorsmith.ir.symbolic import Dim, Sym, SymbolicDimError, is_static, shape_text
 
@@ -333,6 +333,13 @@ class NodeContext:
             except SymbolicDimError as e:
                 raise SymbolicDimError(f"{self.where}: {e}; {FIX_SIZES}") from None
         if results is None:
+            run_time = [self.state.run_time[v.uid] for v in inputs if v.uid in self.state.run_time]
+            if run_time:  # the backend may then specialize on those inputs' values
+                names = frozenset().union(*(e.inputs for r in run_time for e in r.reshape(-1)
+                                            if isinstance(e, HostExpr)))
+                raise RunTimeValueError(
+                    f"{self.where}: {op} of {self._shape_value_text(shape_value)} and values "
+                    "known only at run time is not computed on the host", names)
             raise SymbolicDimError(
                 f"{self.where}: {self._shape_value_text(shape_value)} is used as run-time "
                 f"data of {op}; sizes known only at run time enter only the shape "

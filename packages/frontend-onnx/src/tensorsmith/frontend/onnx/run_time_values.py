@@ -24,7 +24,7 @@ import numpy as np
 
 from tensorsmith.ir.host_sizes import HostExpr, host_max, host_min, input_value, lift, where
 from tensorsmith.ir.op_registry import TensorType
-from tensorsmith.ir.symbolic import SymbolicDimError
+from tensorsmith.ir.symbolic import Sym, SymbolicDimError
 
 from . import shape_values
 
@@ -98,7 +98,26 @@ def _compare(fn: Callable[[Any, Any], Any]) -> Any:
                         or isinstance(b, HostExpr) else bool(fn(a, b)))
 
 
+def _div(arrays: Sequence[np.ndarray], attrs: dict[str, Any],
+         types: Sequence[TensorType]) -> list[np.ndarray]:
+    """ONNX Div: integers truncate toward zero, which ``//`` (flooring) does where the
+    signs agree or the division is exact, and one more than it elsewhere."""
+    ints = np.dtype(types[0].dtype).kind in "iu"
+    plain = shape_values._div(ints)
+
+    def div(a: Any, b: Any) -> Any:
+        if not isinstance(a, HostExpr) and not isinstance(b, HostExpr):
+            return plain(a, b)
+        if not ints:
+            return lift(a) / b
+        q = lift(a) // b
+        return where((lift(a) % b != 0) * ((lift(a) < 0) != (lift(b) < 0)), q + 1, q)
+
+    return _elementwise(div)(arrays, attrs, types)
+
+
 _OPS: dict[str, Any] = {
+    "div": _div,
     "cast": _cast,
     "where": _where,
     "max": _elementwise(host_max),
@@ -112,11 +131,23 @@ _OPS: dict[str, Any] = {
 }
 
 
+_ARITHMETIC = frozenset({"add", "sub", "mul", "div", "mod"})
+"""Ops whose symbolic sizes become host expressions where the other side is one (a Sym
+does not compute with a HostExpr): a padded shape less a size the run gives."""
+
+
+def _lift_sizes(entries: np.ndarray) -> np.ndarray:
+    lifted = np.frompyfunc(lambda x: lift(x) if isinstance(x, Sym) else x, 1, 1)(entries)
+    return np.asarray(lifted, dtype=object).reshape(entries.shape)
+
+
 def evaluate(op: str, arrays: Sequence[np.ndarray], attrs: dict[str, Any],
              types: Sequence[TensorType]) -> list[np.ndarray] | None:
     """The outputs of canonical ``op`` on entries some of which are host expressions;
     None where it cannot be followed (the node then only computes it at run time)."""
     try:
+        if op in _ARITHMETIC and any(has_run_time(a) for a in arrays):
+            arrays = [_lift_sizes(a) for a in arrays]
         fn = _OPS.get(op)
         if fn is None:
             return shape_values.evaluate(op, arrays, attrs, types)

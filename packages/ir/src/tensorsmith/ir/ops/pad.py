@@ -3,6 +3,10 @@
 Modes follow ONNX: ``constant`` fills with ``value``, ``edge`` repeats the border element,
 ``reflect`` mirrors without repeating it, ``wrap`` continues periodically. The importer
 turns ONNX's negative pads (cropping) into a ``slice`` after the pad.
+
+An amount may be a symbolic size that is never negative (``n - 1`` of a size ``n``
+computed from an input's values, as ONNX's ``pads`` given at run time become): the
+compute then places the input at an offset the kernel reads as a size.
 """
 
 from __future__ import annotations
@@ -12,8 +16,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import te
-from ..op_registry import Attrs, Pattern, TensorType, attr_dim, check, check_dim, register
-from ..symbolic import static_dim
+from ..op_registry import Attrs, Pattern, TensorType, always, attr_dim, check, check_dim, register
+from ..symbolic import Dim, Sym, dim_max, is_static, static_dim
 from ..te.expr import Expr, const, maximum, minimum, select
 
 MODES = ("constant", "edge", "reflect", "wrap")
@@ -25,38 +29,47 @@ def _infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     check(len(before) == len(after) == len(x.shape),
           f"pad needs one before/after per axis of rank {len(x.shape)}, got {list(before)}, "
           f"{list(after)}")
-    # the amounts must be static (a symbolic axis may be padded by them): the compute
-    # places the input at a fixed offset
-    before = [static_dim(attr_dim(p, f"pad before axis {d}"), f"pad's amount before axis {d}")
-              for d, p in enumerate(before)]
-    after = [static_dim(attr_dim(p, f"pad after axis {d}"), f"pad's amount after axis {d}")
-             for d, p in enumerate(after)]
-    check(all(p >= 0 for p in (*before, *after)), f"pad amounts must be >= 0, got "
-          f"{list(before)}, {list(after)}")
+    before = [_amount(p, f"before axis {d}") for d, p in enumerate(before)]
+    after = [_amount(p, f"after axis {d}") for d, p in enumerate(after)]
+    check(all(isinstance(p, Sym) or p >= 0 for p in (*before, *after)),
+          f"pad amounts must be >= 0, got {list(before)}, {list(after)}")
     check(mode in MODES, f"pad mode {mode!r} is not one of {', '.join(MODES)}")
     for d, (b, a, n) in enumerate(zip(before, after, x.shape)):
-        if mode != "constant" and (b or a):
+        if mode != "constant" and not (isinstance(b, int) and isinstance(a, int) and not b + a):
             check_dim(n, ">", 0, f"{mode} padding of the empty axis {d}")
         if mode == "reflect":
-            check_dim(max(b, a), "<", n, f"reflect padding {max(b, a)} on axis {d} needs "
+            most = max(b, a) if is_static((b, a)) else dim_max(b, a)
+            check_dim(most, "<", n, f"reflect padding {most} on axis {d} needs "
                       f"the axis longer than it, it has {n}")
     shape = tuple(n + b + a for n, b, a in zip(x.shape, before, after))
     return [TensorType(shape, x.dtype)]
 
 
+def _amount(p: object, where: str) -> Dim:
+    """A pad amount: an int, or a symbolic size that no value of the symbols makes
+    negative (the compute reads it as an offset); others must be known when the model is
+    compiled."""
+    p = attr_dim(p, f"pad {where}")
+    if isinstance(p, Sym) and always(p, ">=", 0):
+        return p
+    return static_dim(p, f"pad's amount {where}")
+
+
 def _reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
     x = arrays[0]
     mode = attrs.get("mode", "constant")
-    width = list(zip(attrs["before"], attrs["after"]))
+    width = [(static_dim(attr_dim(b, "pad before"), "pad's amount before"),
+              static_dim(attr_dim(a, "pad after"), "pad's amount after"))
+             for b, a in zip(attrs["before"], attrs["after"])]
     if mode == "constant":
         return [np.pad(x, width, mode="constant",
                        constant_values=np.asarray(attrs.get("value", 0)).astype(x.dtype))]
     return [np.pad(x, width, mode=mode)]
 
 
-def _source(i: Expr, n: int, before: int, mode: str) -> tuple[Expr, Expr | None]:
+def _source(i: Expr, n: Dim, before: Dim, mode: str) -> tuple[Expr, Expr | None]:
     """Index into the input axis for output index ``i``, and the in-bounds condition."""
-    j = i - before
+    j = i - const(before)
     last = const(n - 1)
     if mode == "constant":
         inside = (j >= const(0)) & (j <= last)
@@ -67,6 +80,8 @@ def _source(i: Expr, n: int, before: int, mode: str) -> tuple[Expr, Expr | None]
         k = select(j < const(0), -j, j)
         return select(k > last, const(2 * (n - 1)) - k, k), None
     # wrap: j may be as low as -before, so shift by a multiple of n first
+    if isinstance(before, Sym) or isinstance(n, Sym):  # by enough multiples for any size
+        return (j % const(n) + const(n)) % const(n), None
     return (j + const(n * (before // n + 1))) % n, None
 
 
@@ -80,7 +95,7 @@ def _compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: 
              ) -> list[te.Tensor]:
     x = inputs[0]
     mode = attrs.get("mode", "constant")
-    before = attrs["before"]
+    before = [attr_dim(b, "pad before") for b in attrs["before"]]
     value = _fill(attrs.get("value", 0), x.dtype)
     if any(d == 0 for d in x.shape):  # nothing to read: all padding
         return [te.compute(out[0].shape, lambda *i: value, name=tag, tag="pad")]
