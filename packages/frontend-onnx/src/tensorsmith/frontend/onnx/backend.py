@@ -35,7 +35,8 @@ from onnx import numpy_helper
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType
 
 from tensorsmith.ir.errors import ModelError
-from tensorsmith.ir.host_sizes import RunTimeValueError
+from tensorsmith.ir.host_sizes import RunTimeValueError, expr_inputs
+from tensorsmith.runtime.errors import InputError
 
 from .context import ConstantRequiredError
 from .importer import from_onnx
@@ -60,6 +61,7 @@ class TensorsmithRep(BackendRep):
         self.output_names = [vi.name for vi in model.graph.output]
         self._tmp = tempfile.TemporaryDirectory(prefix="tsm-onnx-backend-", dir=workdir)
         self._frozen: list[str] = []  # inputs whose values specialize the artifact
+        self._read_at_run_time: list[str] = []  # inputs the last build computes sizes from
         self._compiled: dict[str, Any] = {}  # specialization key -> loaded GraphModule
         self._shape_from_run = not all(_static(vi) for vi in model.graph.input
                                        if vi.name in self.input_names)
@@ -81,7 +83,16 @@ class TensorsmithRep(BackendRep):
             raise ModelError(f"input(s) {', '.join(missing)} must be given: the model is "
                              "compiled for their values")
         runtime = {n: v for n, v in feeds.items() if n not in self._frozen}
-        return tuple(module.run(runtime))
+        try:
+            return tuple(module.run(runtime))
+        except InputError:
+            # values the one artifact refuses (a slice that comes out empty: computed
+            # sizes are at least 1): specialize on the inputs its sizes are computed from
+            more = [n for n in self._read_at_run_time if n not in self._frozen]
+            if not more:
+                raise
+            self._frozen += more
+            return self.run(feeds)
 
     def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
         if isinstance(inputs, Mapping):
@@ -143,6 +154,7 @@ class TensorsmithRep(BackendRep):
         shapes = ({n: a.shape for n, a in feeds.items() if n not in self._frozen}
                   if self._shape_from_run else None)
         graph, params = from_onnx(model, shapes)
+        self._read_at_run_time = sorted({n for c in graph.computed for n in expr_inputs(c.expr)})
         lib = build(graph, target=self.target, params=params)
         path = Path(self._tmp.name) / f"model_{len(self._compiled)}.so"
         lib.export_library(path)
