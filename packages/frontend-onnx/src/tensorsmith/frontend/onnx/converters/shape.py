@@ -23,7 +23,6 @@ from tensorsmith.ir.symbolic import Dim, Sym, SymbolicDimError, is_static, math_
 
 from ..context import NodeContext
 from ..registry import converter
-from ..run_time_values import has_run_time
 from ..shape_values import size_max, size_min
 from .common import (
     filled,
@@ -45,7 +44,10 @@ def _run_time_operand(ctx: NodeContext, i: int, what: str) -> list[object] | Non
     v = ctx.optional_input(i)
     if v is None or v.data is not None or 0 in ctx.input(0).shape:
         return None
-    entries = list(ctx.run_time_values(i, what).reshape(-1))
+    try:
+        entries = list(ctx.run_time_values(i, what).reshape(-1))
+    except SymbolicDimError:  # (a ConstantRequiredError: computed by kernels)
+        return None
     if not any(is_run_time(e) for e in entries):
         return None
     if any(isinstance(e, float) or (is_run_time(e) and e.is_float) for e in entries):
@@ -304,7 +306,7 @@ def convert_split_v2(ctx: NodeContext) -> list[Value]:
 def convert_split_v13(ctx: NodeContext) -> list[Value]:
     given = _run_time_operand(ctx, 1, "split")
     if given is not None:
-        return _split_run_time(ctx, list(given.reshape(-1)))
+        return _split_run_time(ctx, given)
     return _split(ctx, ctx.optional_dims(1, "split"))
 
 
@@ -325,21 +327,6 @@ def _split_run_time(ctx: NodeContext, split: list[object]) -> list[Value]:
         outs.append(slice_axis(ctx, view, axis, start, start + size))
         start += size
     return outs
-
-
-def _run_time_operand(ctx: NodeContext, i: int, what: str) -> np.ndarray | None:
-    """Input ``i``'s entries where some are known only at run time (host expressions) and
-    the input to move has no axis of 0 elements (the sizes the host computes are at
-    least 1, so such a case stays on the path that specializes on the values); None
-    where the input is absent or known when the model is compiled."""
-    v = ctx.optional_input(i)
-    if v is None or v.data is not None or 0 in ctx.input(0).shape:
-        return None
-    try:
-        entries = ctx.run_time_values(i, what)
-    except SymbolicDimError:
-        return None
-    return entries if has_run_time(entries) else None
 
 
 PAST_END = 2**48
