@@ -5,8 +5,11 @@ rendered into docs/onnx-conformance.md) says, per in-scope node case, whether it
 and why not. Here every in-scope case runs again: a case recorded as passing must pass
 (a regression fails CI by name), one recorded as failing is an expected failure (an
 XPASS means the record can be regenerated), and the recorded pass rate must stay at or
-above MIN_RATE. Cases run in a worker process (conformance.pool.CaseRunner), so a
-crash or hang fails its case and the session goes on, with or without pytest-xdist.
+above MIN_RATE. A case recorded as passing *strictly* (compiled once, the values it
+feeds as graph inputs read at run time, none frozen into the model) must stay strict,
+and the strict rate must stay at or above MIN_STRICT_RATE. Cases run in a worker
+process (conformance.pool.CaseRunner), so a crash or hang fails its case and the session
+goes on, with or without pytest-xdist.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ pytestmark = pytest.mark.slow
 RECORD_PATH = Path(__file__).parent / "data" / "onnx_conformance_llvm.json"
 RECORD = Record.load(RECORD_PATH)
 MIN_RATE = 0.90
+MIN_STRICT_RATE = 0.90
 CASE_TIMEOUT = 120.0
 
 
@@ -55,12 +59,26 @@ def case_runner() -> Iterator[CaseRunner]:
 def test_node_case(name: str, case_runner: CaseRunner) -> None:
     outcome = case_runner.run(name, timeout=CASE_TIMEOUT)
     assert outcome.passed, f"{name}: {outcome.reason}"
+    recorded = RECORD.cases[name]
+    if recorded.passed and not recorded.frozen:  # compiled once, values read at run time
+        assert not outcome.frozen, (f"{name} passes only specialized on the values of "
+                                    f"{', '.join(outcome.frozen)}; it used to read them at "
+                                    "run time")
 
 
 def test_recorded_pass_rate() -> None:
     rate = len(RECORD.passed) / len(RECORD.cases)
     assert rate >= MIN_RATE, (f"{len(RECORD.passed)} of {len(RECORD.cases)} in-scope cases "
                               f"pass ({rate:.1%}), below {MIN_RATE:.0%}")
+
+
+def test_recorded_strict_pass_rate() -> None:
+    """Strictly: each case compiled once, every value it feeds as a graph input read at
+    run time (none frozen into the model)."""
+    strict = [n for n, c in RECORD.cases.items() if c.passed and not c.frozen]
+    rate = len(strict) / len(RECORD.cases)
+    assert rate >= MIN_STRICT_RATE, (f"{len(strict)} of {len(RECORD.cases)} in-scope cases "
+                                     f"pass strictly ({rate:.1%}), below {MIN_STRICT_RATE:.0%}")
 
 
 def test_record_matches_this_onnx() -> None:
