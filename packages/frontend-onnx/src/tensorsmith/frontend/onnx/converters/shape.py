@@ -287,7 +287,11 @@ def _split_sizes(ctx: NodeContext, dim: Dim, split: list[Dim] | None) -> list[Di
 def _split(ctx: NodeContext, split: list[Dim] | None) -> list[Value]:
     x = ctx.input(0)
     axis = normalize_axis(ctx, int(ctx.attr("axis", 0)), len(x.shape))
-    sizes = _split_sizes(ctx, x.shape[axis], split)
+    return _parts(ctx, x, axis, _split_sizes(ctx, x.shape[axis], split))
+
+
+def _parts(ctx: NodeContext, x: Value, axis: int, sizes: list[Dim]) -> list[Value]:
+    """``x`` cut along ``axis`` into consecutive parts of ``sizes``."""
     outs: list[Value] = []
     start: Dim = 0
     for size in sizes:
@@ -321,12 +325,7 @@ def _split_run_time(ctx: NodeContext, split: list[object]) -> list[Value]:
     sizes = [ctx.size(s, f"part{i}") for i, s in enumerate(split)]
     total: Dim = sum(sizes)
     view = reshape(ctx, x, [total if d == axis else n for d, n in enumerate(x.shape)])
-    outs: list[Value] = []
-    start: Dim = 0
-    for size in sizes:
-        outs.append(slice_axis(ctx, view, axis, start, start + size))
-        start += size
-    return outs
+    return _parts(ctx, view, axis, sizes)
 
 
 PAST_END = 2**48
