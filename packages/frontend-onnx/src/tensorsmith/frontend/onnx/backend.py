@@ -39,8 +39,10 @@ from tensorsmith.ir.host_sizes import RunTimeValueError, expr_inputs
 from tensorsmith.runtime.errors import InputError
 
 from .context import ConstantRequiredError
+from .dtypes import ONNX_TO_NUMPY
 from .importer import from_onnx
 from .inputs import onnx_dims
+from .run_time_values import input_entries
 
 __all__ = ["TensorsmithBackend", "TensorsmithRep", "prepare", "run_model", "supports_device"]
 
@@ -138,8 +140,30 @@ class TensorsmithRep(BackendRep):
                     raise
                 self._frozen += needed
                 continue
+            except ModelError:
+                # a converter took a value at run time, but the graph after it cannot be
+                # compiled that way (a check only a fixed size passes): specialize on
+                # every input whose values are read at run time, as before they were
+                more = [n for n in self._value_inputs() if n not in self._frozen]
+                if not more:
+                    raise
+                self._frozen += more
+                continue
             self._compiled[self._key(feeds)] = module
             return module
+
+    def _value_inputs(self) -> list[str]:
+        """The inputs whose values the importer reads at run time where a converter can
+        (small numeric tensors: run_time_values.input_entries)."""
+        out = []
+        for vi in self.model.graph.input:
+            dims = onnx_dims(vi)
+            dtype = ONNX_TO_NUMPY.get(vi.type.tensor_type.elem_type)
+            if (vi.name in self.input_names and dims is not None and dtype is not None
+                    and all(isinstance(d, int) for d in dims)
+                    and input_entries(vi.name, dims, dtype) is not None):
+                out.append(vi.name)
+        return out
 
     def _build(self, feeds: Mapping[str, np.ndarray]) -> Any:
         import tensorsmith.runtime as rt
