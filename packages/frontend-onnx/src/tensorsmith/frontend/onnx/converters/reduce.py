@@ -21,7 +21,11 @@ Reducer = Callable[[NodeContext, Value, "list[int] | None", bool], Value]
 def _axes(ctx: NodeContext, rank: int, axes_as_input: bool) -> list[int] | str | None:
     """Normalised axes; None for all of them; "noop" when the node is the identity."""
     if axes_as_input:
-        given = ctx.optional_constant(1, "axes")
+        v = ctx.optional_input(1)
+        if v is not None and v.data is None and len(v.shape) == 1 and v.shape[0] == 0:
+            given = []  # an empty axes input is empty whatever the run gives
+        else:
+            given = ctx.optional_constant(1, "axes")
         axes = None if given is None else ints(given)
         if not axes and int(ctx.attr("noop_with_empty_axes", 0)):
             return "noop"
