@@ -8,6 +8,11 @@ artifact (compiled once for all shapes), the static artifact compiled for exactl
 shape, and ONNX Runtime (given the dynamic model), interleaved in one process. Printed:
 medians in ms, dynamic/static (the issue's bound is 1.15) and ORT/dynamic (above 1:
 tensorsmith is faster). Quote the host's ISA with the numbers (the header prints it).
+
+    python bench/dynamic_shapes.py --models resnet18 --hint batch=4
+
+adds a dynamic artifact whose kernels are sized for the hinted sizes (``tensorsmith
+compile --dim batch=1..4``), timed beside the others: "hinted ms" and hinted/static.
 """
 
 from __future__ import annotations
@@ -50,18 +55,21 @@ CASES: dict[str, tuple[Any, list[dict[str, int]]]] = {
 }
 
 
-def _compile(model: onnx.ModelProto, path: Path, shapes: dict[str, Any] | None) -> Path:
+def _compile(model: onnx.ModelProto, path: Path, shapes: dict[str, Any] | None,
+             hints: dict[str, int] | None = None) -> Path:
     mod, params = from_onnx(model, shape=shapes) if shapes else from_onnx(model)
-    build(mod, target="llvm", params=params).export_library(path)
+    build(mod, target="llvm", params=params, size_hints=hints).export_library(path)
     return path
 
 
-def bench_case(name: str, workdir: Path, repeat: int, warmup: int, threads: int
-               ) -> list[dict[str, Any]]:
+def bench_case(name: str, workdir: Path, repeat: int, warmup: int, threads: int,
+               hints: dict[str, int] | None = None) -> list[dict[str, Any]]:
     make, sizes = CASES[name]
     model = make()
     dynamic = rt.load(_compile(model, workdir / f"{name}.dynamic.so", None), device="cpu",
                       num_threads=threads)
+    hinted = rt.load(_compile(model, workdir / f"{name}.hinted.so", None, hints),
+                     device="cpu", num_threads=threads) if hints else None
     session = ort_session(model, threads)
     rows = []
     for dims in sizes:
@@ -71,15 +79,24 @@ def bench_case(name: str, workdir: Path, repeat: int, warmup: int, threads: int
                                   input_shapes(model, dims)), device="cpu", num_threads=threads)
         want = session.run(None, feeds)
         err = max(relative_error(g, w) for g, w in zip(dynamic.run(feeds), want))
-        stats = interleaved([lambda f=feeds: dynamic.run(f),
-                             lambda m=static, f=feeds: m.run(f),
-                             lambda f=feeds: session.run(None, f)], repeat=repeat, warmup=warmup)
-        dyn, sta, ort_ = (s.median_ms for s in stats)
-        rows.append({"model": name, "dims": dims, "dynamic_ms": dyn, "static_ms": sta,
-                     "ort_ms": ort_, "dynamic_over_static": dyn / sta,
-                     "ort_over_dynamic": ort_ / dyn, "max_rel_error": err})
+        runs = [lambda f=feeds: dynamic.run(f), lambda m=static, f=feeds: m.run(f),
+                lambda f=feeds: session.run(None, f)]
+        if hinted is not None:
+            err = max(err, *(relative_error(g, w) for g, w in zip(hinted.run(feeds), want)))
+            runs.append(lambda f=feeds: hinted.run(f))
+        stats = interleaved(runs, repeat=repeat, warmup=warmup)
+        dyn, sta, ort_ = (s.median_ms for s in stats[:3])
+        row = {"model": name, "dims": dims, "dynamic_ms": dyn, "static_ms": sta,
+               "ort_ms": ort_, "dynamic_over_static": dyn / sta,
+               "ort_over_dynamic": ort_ / dyn, "max_rel_error": err}
+        if hinted is not None:
+            row |= {"hints": hints, "hinted_ms": stats[3].median_ms,
+                    "hinted_over_static": stats[3].median_ms / sta}
+        rows.append(row)
         static.close()
     dynamic.close()
+    if hinted is not None:
+        hinted.close()
     return rows
 
 
@@ -90,7 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--hint", action="append", default=[], metavar="NAME=SIZE",
+                        help="also time a dynamic artifact sized for these (repeatable)")
     args = parser.parse_args(argv)
+    hints = {k: int(v) for k, _, v in (h.partition("=") for h in args.hint)}
     os.environ.setdefault("TSM_NUM_THREADS", str(args.threads))
     env = environment(args.threads)
     print(f"# host: {env['processor'] or env['machine']}  isa: {env['isa']}  "
@@ -98,13 +118,16 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
-            rows += bench_case(name, Path(tmp), args.repeat, args.warmup, args.threads)
+            rows += bench_case(name, Path(tmp), args.repeat, args.warmup, args.threads,
+                               hints or None)
+    extra = ["hinted ms", "hinted/static"] if hints else []
     table = [[r["model"], ",".join(f"{k}={v}" for k, v in r["dims"].items()),
               f"{r['dynamic_ms']:.2f}", f"{r['static_ms']:.2f}", f"{r['ort_ms']:.2f}",
               f"{r['dynamic_over_static']:.2f}", f"{r['ort_over_dynamic']:.2f}",
+              *([f"{r['hinted_ms']:.2f}", f"{r['hinted_over_static']:.2f}"] if hints else []),
               f"{r['max_rel_error']:.1e}"] for r in rows]
     print(format_table(["model", "dims", "dynamic ms", "static ms", "ORT ms",
-                        "dynamic/static", "ORT/dynamic", "max rel err"], table))
+                        "dynamic/static", "ORT/dynamic", *extra, "max rel err"], table))
     if args.json:
         args.json.write_text(json.dumps({"environment": env, "rows": rows}, indent=1))
     return 0

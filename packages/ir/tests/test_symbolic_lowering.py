@@ -238,3 +238,30 @@ def test_a_symbolic_batch_takes_the_fast_convolution_of_one_image() -> None:
     assert transforms((B, 64, 28, 28), blocked=False) == {}  # NCHW: direct, as ever
     h = symbol("h")
     assert transforms((B, 8, h, h, 8)) == {}
+
+
+def test_a_size_hint_sizes_the_kernel_as_the_static_kernel_of_that_size() -> None:
+    """``build(size_hints=...)`` (``--dim m=1..2``): the rules size a dynamic stage for
+    the hinted size, taking the steps of the static kernel of that size, not of the
+    default stand-in (64); the kernel still computes any size."""
+    from tensorsmith.ir.schedules.proxy import SIZE_HINT, sized_for
+
+    weight = rng.standard_normal((256, 64)).astype(F)
+
+    def product(rows: object) -> PrimFunc:
+        b = GraphBuilder()
+        x = b.input("a", (rows, 256), F)
+        (func,) = kernels([b.add1("matmul", [x, b.constant("w", weight)])], b)
+        return func
+
+    default = product(M)
+    with sized_for({"m": 2}):
+        small = product(M)
+    static = {n: product(n) for n in (2, SIZE_HINT)}
+    assert default.attrs["steps"] == static[SIZE_HINT].attrs["steps"]
+    assert small.attrs["steps"] == static[2].attrs["steps"]
+    assert small.attrs["steps"] != default.attrs["steps"]
+    for m in (1, 2, 9):
+        xs = rng.standard_normal((m, 256)).astype(F)
+        (got,) = interpret(small, [xs, weight], {"m": m})
+        np.testing.assert_allclose(got, xs @ weight, rtol=1e-4, atol=1e-4)

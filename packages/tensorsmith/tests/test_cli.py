@@ -116,14 +116,17 @@ def test_input_shape_forms(text, parsed):
 
 @pytest.mark.parametrize(("text", "parsed"), [("batch=8", ("batch", 8)),
                                               (" seq = 128 ", ("seq", 128)),
-                                              ("a=b=2", ("a=b", 2))])
+                                              ("a=b=2", ("a=b", 2)),
+                                              ("batch=1..64", ("batch", (1, 64))),
+                                              ("n = 4..4", ("n", (4, 4)))])
 def test_dim_forms(text, parsed):
     from tensorsmith.cli.dims import parse_dim
 
     assert parse_dim(text) == parsed
 
 
-@pytest.mark.parametrize("bad", ["batch", "=8", "batch=x", "batch=0"])
+@pytest.mark.parametrize("bad", ["batch", "=8", "batch=x", "batch=0", "batch=8..2",
+                                 "batch=0..4", "batch=1..x"])
 def test_bad_dim_is_a_usage_error(tmp_path, bad):
     proc = tsm("compile", MLP, "--dim", bad, "-o", tmp_path / "x.so")
     assert proc.returncode == 2
@@ -317,3 +320,17 @@ def test_a_model_compiled_without_shapes_runs_at_the_sizes_given(tmp_path):
     ran = tsm("run", out, "--dim", "N=3")
     assert ran.returncode == 0, ran.stderr
     assert "float32[3,10]" in ran.stdout
+    assert_user_error(tsm("run", out, "--dim", "N=1..4"), "a range is for compile", "N=4")
+
+
+def test_a_range_keeps_the_size_open_and_sizes_the_kernels_for_it(tmp_path):
+    out = tmp_path / "small.so"
+    proc = tsm("compile", MLP, "--dim", "N=1..4", "-o", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "symbols    N" in tsm("inspect", out).stdout
+    for n in ("2", "40"):  # inside and outside the range: both run
+        ran = tsm("run", out, "--dim", f"N={n}")
+        assert ran.returncode == 0, ran.stderr
+        assert f"float32[{n},10]" in ran.stdout
+    assert_user_error(tsm("compile", MLP, "--dim", "batch=1..4", "-o", out),
+                      "size hints for 'batch', which the model does not have", "'N'")

@@ -50,6 +50,7 @@ from .passes.index_checks import add_index_checks
 from .passes.memory_plan import ALIGN
 from .records import applicable_steps
 from .schedules import default_schedule
+from .schedules.proxy import sized_for
 from .symbolic import Dim, Sym, free_symbols, is_static
 from .target import Target, activation_layout
 from .te.stmt import PrimFunc
@@ -58,20 +59,25 @@ from .te.stmt import PrimFunc
 def build(mod: Graph, target: str | Target = "llvm", params: Mapping[str, np.ndarray] | None = None,
           opt_level: int = 2, records: str | os.PathLike | None = None,
           dump: Callable[[str, str], None] | None = None,
-          index_checks: bool = True) -> CompiledModule:
+          index_checks: bool = True, size_hints: Mapping[str, int] | None = None
+          ) -> CompiledModule:
     """Compile ``mod`` for ``target``; ``params`` replace the weights of the same names.
     ``index_checks=False`` leaves out the run-time checks of indices
-    (passes/index_checks.py)."""
+    (passes/index_checks.py). ``size_hints`` (symbol -> the size to expect, e.g. the top
+    of the range a server sees) sizes the kernels of a model with run-time sizes for
+    those (schedules/proxy.py); any size still runs."""
     tgt = Target.parse(target)
     codegen = get_codegen(tgt)  # fail before any work when the target is not installed
     timings: list[tuple[str, float]] = []
     graph, groups, homes = fused_groups(mod, params, opt_level, dump, timings, tgt,
                                         index_checks)
-    plan_symbols(graph)  # a size no input gives fails here, before any kernel is lowered
+    symbols = plan_symbols(graph)  # a size no input gives fails here, before any lowering
+    _check_hints(size_hints or {}, symbols)
     start = time.perf_counter()
     schedule = default_schedule(tgt)
     tuned = applicable_steps(records, tgt, groups) if records is not None else {}
-    step_funcs = _lower_once_per_workload(groups, schedule, tuned, tgt.family)
+    with sized_for(size_hints or {}):
+        step_funcs = _lower_once_per_workload(groups, schedule, tuned, tgt.family)
     funcs = list({id(f): f for f in step_funcs}.values())
     timings.append(("lower", time.perf_counter() - start))
     plan, blob = _make_plan(graph, groups, step_funcs, tgt, homes)
@@ -357,6 +363,19 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
         producer=_versions(tgt),
     )
     return plan, blob
+
+
+def _check_hints(hints: Mapping[str, int], symbols: Sequence[str]) -> None:
+    """Refuse a hint for a size the model does not have, or one below 1."""
+    unknown = sorted(set(hints) - set(symbols))
+    if unknown:
+        have = ", ".join(f"'{s}'" for s in symbols) or "none (every size is fixed)"
+        raise ModelError(f"size hints for {', '.join(repr(n) for n in unknown)}, which the "
+                         f"model does not have; its sizes known at run time: {have}")
+    for name, value in hints.items():
+        if not isinstance(value, int) or value < 1:
+            raise ModelError(f"the size hint for '{name}' must be an integer >= 1, got "
+                             f"{value!r}")
 
 
 def plan_symbols(graph: Graph, funcs: Sequence[PrimFunc] = ()) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ from tensorsmith.cli._common import (
     named_kernels,
     writable_file,
 )
-from tensorsmith.cli.dims import add_dim_argument, dim_sizes
+from tensorsmith.cli.dims import add_dim_argument, dim_hints, dim_sizes
 
 EPILOG = """\
 examples:
@@ -206,7 +206,8 @@ def plain_record_warnings() -> Iterator[None]:
 def run(args: argparse.Namespace) -> int:
     model = existing_file(args.model, "model")
     shapes = input_shapes(args.input_shape)
-    dims = dim_sizes(args.dim)
+    dims = dim_sizes(args.dim, ranges=True)
+    hints = dim_hints(args.dim)
     verbose = bool(getattr(args, "verbose", False))
 
     # heavy imports only here, so `tensorsmith --help` stays fast
@@ -227,6 +228,8 @@ def run(args: argparse.Namespace) -> int:
         kwargs["records"] = str(existing_file(args.records, "records file"))
     if args.no_index_checks:
         kwargs["index_checks"] = False
+    if hints:
+        kwargs["size_hints"] = hints
     with plain_record_warnings():
         try:
             lib = build(mod, target=target, params=params, **kwargs)

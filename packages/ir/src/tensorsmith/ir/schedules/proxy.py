@@ -9,6 +9,11 @@ the symbolic graph unchanged (cpu_dynamic.py checks that the result needs no scr
 register tile of run-time size). Tensors, loops and variables keep their names, so a
 step means the same loop in both graphs.
 
+A build may say which sizes to expect (``build(size_hints={"batch": 4})``, ``tensorsmith
+compile --dim batch=1..4``): :func:`sized_for` makes those the typical values for the
+rules it runs, so a model served at small batches gets the register tiles of small
+batches; a size outside them still runs, only at the speed of kernels sized for others.
+
 A window kernel whose run-time sizes only count images is sized with them at 1 instead
 (``bind(outputs, {"batch": 1})``): the static kernel of one image, whose loops the images
 then extend (cpu_dynamic.py).
@@ -17,7 +22,9 @@ then extend (cpu_dynamic.py).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from ..symbolic import Dim, evaluate, symbol
 from ..te.expr import Expr, IterVar, Load, Reduce, SymVar, const
@@ -30,9 +37,23 @@ from ..te.visit import rewrite
 SIZE_HINT = 64
 
 
+_HINTS: ContextVar[tuple[tuple[str, int], ...]] = ContextVar("size_hints", default=())
+
+
+@contextmanager
+def sized_for(hints: Mapping[str, int]) -> Iterator[None]:
+    """Within this block the rules size stages for ``hints`` (symbol -> typical value)
+    instead of :data:`SIZE_HINT`; build opens one around lowering."""
+    token = _HINTS.set(tuple(hints.items()))
+    try:
+        yield
+    finally:
+        _HINTS.reset(token)
+
+
 def typical_sizes() -> Mapping[str, int]:
-    """Every symbol at :data:`SIZE_HINT`."""
-    return defaultdict(lambda: SIZE_HINT)
+    """Every symbol at its hint (:func:`sized_for`), else at :data:`SIZE_HINT`."""
+    return defaultdict(lambda: SIZE_HINT, dict(_HINTS.get()))
 
 
 def hinted(d: Dim, sizes: Mapping[str, int] | None = None) -> int:
@@ -84,4 +105,4 @@ def bind(outputs: list[Tensor], sizes: Mapping[str, int] | None = None) -> list[
     return [tensor(t) for t in outputs]
 
 
-__all__ = ["SIZE_HINT", "bind", "has_symbols", "hinted", "typical_sizes"]
+__all__ = ["SIZE_HINT", "bind", "has_symbols", "hinted", "sized_for", "typical_sizes"]
