@@ -27,11 +27,6 @@ from ..dtypes import to_numpy_dtype
 from ..registry import converter
 from .common import filled, normalize_axis, positions, reshape, slice_axis
 
-#: The dtypes of graph inputs whose values the host reads to compute sizes before a run
-#: (codegen-llvm's plan_c.py reads these; a float16 bound is frozen instead).
-_HOST_READABLE = frozenset({"int64", "int32", "int16", "int8", "uint8", "uint16", "uint32",
-                            "float32", "float64"})
-
 
 def at_run_time(ctx: NodeContext, i: int) -> bool:
     """Whether input ``i`` is given only when the model runs: neither a constant nor a
@@ -43,15 +38,9 @@ def at_run_time(ctx: NodeContext, i: int) -> bool:
 def host_values(ctx: NodeContext, i: int, what: str) -> list[object]:
     """Input ``i``'s entries as numbers and host expressions, for sizes the host computes
     before each run; a ConstantRequiredError (so the backend freezes the input) where the
-    values cannot be followed or are read from an input of a dtype the host does not
-    read."""
-    entries = list(ctx.run_time_values(i, what).reshape(-1))
-    dtypes = {v.name: v.dtype for v in ctx.state.builder.inputs}
-    for e in entries:
-        if isinstance(e, HostExpr) and any(dtypes.get(n) not in _HOST_READABLE
-                                           for n in e.inputs):
-            ctx.constant(i, what)  # raises: the value must be frozen
-    return entries
+    values cannot be followed (run_time_values.py: an input of a dtype the host does not
+    read, a float16 bound, is not)."""
+    return list(ctx.run_time_values(i, what).reshape(-1))
 
 
 @converter("Constant", since=1)
