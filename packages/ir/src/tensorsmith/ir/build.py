@@ -51,7 +51,7 @@ from .passes.memory_plan import ALIGN
 from .records import applicable_steps
 from .schedules import default_schedule
 from .schedules.proxy import sized_for
-from .symbolic import Dim, Sym, free_symbols, is_static
+from .symbolic import Dim, Sym, free_symbols
 from .target import Target, activation_layout
 from .te.stmt import PrimFunc
 
@@ -186,9 +186,9 @@ def _align(n: int) -> int:
 
 def _reshape_aliases(groups: list[Any], outputs: list[Value]) -> dict[int, Value]:
     """Reshape-only groups move no data: their output shares the input's bytes. A graph
-    output gets its own bytes where its shape is symbolic and its source's is static, or
-    the reverse (a reshape to sizes computed from an input's values): the runtime gives
-    a tensor of run-time size a buffer sized at run time, and a static one a static one."""
+    output gets its own bytes where its size is not the same expression as its source's
+    (a reshape to sizes computed from an input's values, equal only at run time): the
+    plan gives an output a buffer of exactly its size, static or computed per run."""
     returned = {v.uid for v in outputs}
     aliases: dict[int, Value] = {}
     for g in groups:
@@ -196,7 +196,7 @@ def _reshape_aliases(groups: list[Any], outputs: list[Value]) -> dict[int, Value
                 and not g.inputs[0].is_constant and len(g.outputs) == 1:
             src = aliases.get(g.inputs[0].uid, g.inputs[0])
             out = g.outputs[0]
-            if out.uid in returned and is_static(out.shape) != is_static(src.shape):
+            if out.uid in returned and out.nbytes != src.nbytes:
                 continue
             aliases[out.uid] = src
     return aliases

@@ -137,12 +137,7 @@ def _cumulative_run_time_axis(ctx: NodeContext, op: str, x: Value, axis: HostExp
     viewed as [outer, n, inner] (the dims before the axis, the axis, the dims after:
     sizes the host computes from the axis's value, so the view reads the same elements)
     and the kernel always runs along axis 1 of that view. An axis out of range gives
-    n = 0, which the run refuses (a computed size is at least 1), naming this node.
-
-    The result is copied out of the view rather than returned as one: as a view of the
-    kernel's output, a graph output of x's shape would live in a buffer whose size is
-    the computed outer * n * inner, which a plan cannot hold (its output's bytes must
-    be its buffer's, and only the run knows the two agree)."""
+    n = 0, which the run refuses (a computed size is at least 1), naming this node."""
     rank = len(x.shape)
     a = where(axis < 0, axis + rank, axis)
     outer = _product([where(a > i, d, 1) for i, d in enumerate(x.shape[:-1]) if d != 1])
@@ -152,8 +147,7 @@ def _cumulative_run_time_axis(ctx: NodeContext, op: str, x: Value, axis: HostExp
         n = where(a == i, x.shape[i], n)
     view: list[Dim] = [ctx.size(outer, "outer"), ctx.size(n, "axis_size"),
                        ctx.size(inner, "inner")]
-    y = reshape(ctx, ctx.add(op, [reshape(ctx, x, view)], {"axis": 1, **attrs}), x.shape)
-    return ctx.add("copy", [y])
+    return reshape(ctx, ctx.add(op, [reshape(ctx, x, view)], {"axis": 1, **attrs}), x.shape)
 
 
 converter("CumSum", since=11)(_cumulative("cumsum"))
