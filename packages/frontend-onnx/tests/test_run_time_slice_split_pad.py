@@ -97,6 +97,14 @@ def test_empty_slice_is_refused_naming_the_node(slice_no_steps: _Compiled) -> No
         slice_no_steps.run(feeds)
 
 
+def test_axes_named_twice_are_refused_naming_the_node(slice_no_steps: _Compiled) -> None:
+    feeds = {"x": rand(6, 5, 4), "starts": _ints(1, 0), "ends": _ints(3, 2),
+             "axes": _ints(1, -2)}  # axis 1 twice
+    with pytest.raises(Exception, match=r"\(Slice, opset 13, output 'y'\): the axes input "
+                                        r"must name distinct axes in \[-3, 2\]"):
+        slice_no_steps.run(feeds)
+
+
 def _split_model() -> ModelProto:
     node = helper.make_node("Split", ["x", "split"], ["a", "b", "c"], axis=1)
     return make_model([node], {"x": ("float32", [2, 7]), "split": ("int64", [3])},

@@ -433,6 +433,7 @@ def _slice_run_time(ctx: NodeContext) -> Value:
     if any(isinstance(k, int) and k == 0 for k in steps):
         raise ctx.error(f"a step is 0 (steps {steps})")
     valid = _axes_valid(axes, rank)
+    ctx.require(valid, f"the axes input must name distinct axes in [{-rank}, {rank - 1}]")
     windows: dict[int, tuple[object, Dim]] = {}
     strides: dict[int, tuple[object, Dim, Dim]] = {}
     for a, n in enumerate(x.shape):
@@ -456,11 +457,17 @@ def _slice_run_time(ctx: NodeContext) -> Value:
 
 
 def _axes_valid(axes: list[object], rank: int) -> object:
-    """1 where every axis the run gives is in range (ONNX refuses others), else 0."""
+    """1 where every axis the run gives is in range and none is named twice (ONNX
+    refuses both), else 0."""
+    if not any(isinstance(a, HostExpr) for a in axes):
+        return True
     ok: object = True
     for a in axes:
         if isinstance(a, HostExpr):
             ok = where(ok, (lift(a) >= -rank) * (lift(a) < rank), 0)
+    for d in range(rank):
+        named = _total([hit for a in axes for hit in (lift(a) == d, lift(a) == d - rank)])
+        ok = where(ok, lift(named) <= 1, 0)
     return ok
 
 
@@ -762,6 +769,7 @@ def _pad_run_time(ctx: NodeContext, fill: Value | None) -> Value:
     if not any(isinstance(a, HostExpr) for a in axes):
         normalize_axes(ctx, [int(a) for a in axes], rank)
     valid = _axes_valid(axes, rank)
+    ctx.require(valid, f"the axes input must name distinct axes in [{-rank}, {rank - 1}]")
     before: list[Dim] = [0] * rank
     after: list[Dim] = [0] * rank
     for a in range(rank):
