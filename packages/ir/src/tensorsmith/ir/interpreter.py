@@ -89,8 +89,9 @@ def _compute_sizes(graph: Graph, arrays: Mapping[int, np.ndarray],
             raise ModelError(f"interpreter: {c.reason}: the size '{c.name}' = {c.expr} cannot "
                              f"be computed from these inputs ({type(e).__name__}: {e})") from None
         if value != int(value) or value < 1:
-            raise ModelError(f"interpreter: {c.reason}: the size '{c.name}' = {c.expr} is "
-                             f"{value} for these inputs, but it must be an integer >= 1")
+            raise ModelError(f"interpreter: {c.reason}: the size '{c.name}' = {c.expr} "
+                             f"computed from these inputs is {value}, but it must be at least "
+                             "1")
         env[c.name] = int(value)
     return env
 

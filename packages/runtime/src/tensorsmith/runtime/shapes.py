@@ -286,11 +286,13 @@ class Binder:
             try:
                 value = fn(env, read)
             except (ZeroDivisionError, OverflowError, IndexError, KeyError, ValueError):
-                self._raise(f"{c.message}: the size '{c.name}' = {c.expr} cannot be computed "
-                            "from these inputs (it overflows or divides by zero)")
+                self._raise(f"{c.message}: the size '{c.name}' cannot be computed from these "
+                            "inputs (it overflows or divides by zero; `tensorsmith inspect` "
+                            "shows how it is computed)")
             if isinstance(value, float) or value < 1 or value >= 2**63:
-                self._raise(f"{c.message}: the size '{c.name}' = {c.expr} is {value} for "
-                            "these inputs, but it must be at least 1")
+                self._raise(f"{c.message}: the size '{c.name}' computed from these inputs is "
+                            f"{value}, but it must be at least 1 (`tensorsmith inspect` shows "
+                            "how it is computed)")
             env[c.name] = int(value)
 
     def _refuse_axis(self, i: int, d: int, actual: int, axis: _Axis,

@@ -557,14 +557,13 @@ static int compute_values(tsm_model *m, const char *function) {
   if (failed == 0) return 0;
   const tsm_computed *c = &sym->computed[failed - 1];
   if (bad) {
-    return fail("%s: %s: the size '%s' = %s cannot be computed from these inputs (it overflows "
-                "or divides by zero)",
-                function, c->message, sym->symbols[c->symbol], c->expr);
+    return fail("%s: %s: the size '%s' cannot be computed from these inputs (it overflows or "
+                "divides by zero; `tensorsmith inspect` shows how it is computed)",
+                function, c->message, sym->symbols[c->symbol]);
   }
-  return fail("%s: %s: the size '%s' = %s is %" PRId64 " for these inputs, but it must be at "
-              "least 1",
-              function, c->message, sym->symbols[c->symbol], c->expr,
-              m->dyn->next_symbols[c->symbol]);
+  return fail("%s: %s: the size '%s' computed from these inputs is %" PRId64 ", but it must be "
+              "at least 1 (`tensorsmith inspect` shows how it is computed)",
+              function, c->message, sym->symbols[c->symbol], m->dyn->next_symbols[c->symbol]);
 }
 
 /* Learns the symbols from the inputs' shapes into next_symbols, computes next_sizes, and
