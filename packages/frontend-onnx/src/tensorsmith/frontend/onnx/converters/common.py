@@ -76,3 +76,34 @@ def positions(ctx: NodeContext, count: Dim, dtype: str = "int64", axis: int = 0,
     ones = filled(ctx, [count], 1, dtype, hint="one")
     counted = ctx.add("cumsum", [ones], {"axis": 0, "exclusive": 1, "reverse": 0})
     return reshape(ctx, counted, shape)
+
+
+def parts(ctx: NodeContext, x: Value, axis: int, sizes: list[Dim]) -> list[Value]:
+    """``x`` cut along ``axis`` into consecutive parts of ``sizes``."""
+    outs: list[Value] = []
+    start: Dim = 0
+    for size in sizes:
+        outs.append(slice_axis(ctx, x, axis, start, start + size))
+        start += size
+    return outs
+
+
+def pad_node(ctx: NodeContext, x: Value, before: list[Dim], after: list[Dim], mode: str,
+              value: float | bool, fill: Value | None = None) -> Value:
+    """The pad op, or ``x`` where every amount is 0. A ``fill`` value given as data (the
+    run gives it): ``x`` padded with 0, and the padding then replaced by the value where a
+    padded mask of ``x``'s shape says so."""
+    if all(isinstance(p, int) and p == 0 for p in (*before, *after)):
+        return x
+    attrs = {"before": before, "after": after, "mode": mode}
+    if fill is None:
+        return ctx.add("pad", [x], {**attrs, "value": value})
+    padded = ctx.add("pad", [x], {**attrs, "value": 0})
+    inside = ctx.add("pad", [filled(ctx, x.shape, True, "bool", hint="inside")],
+                     {**attrs, "value": False})
+    return ctx.add("where", [inside, padded, reshape(ctx, fill, [])])
+
+
+def fill_value(ctx: NodeContext) -> float:
+    fill = ctx.optional_constant(2, "constant_value")
+    return 0.0 if fill is None or fill.size == 0 else fill.reshape(-1)[0].item()
