@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from tensorsmith.ir.graph import Value
 from tensorsmith.ir.host_sizes import lift, where
 from tensorsmith.ir.symbolic import Dim
@@ -55,8 +57,13 @@ def _of(inner: Callable[[NodeContext, Value], Value], op: str,
 
 
 def _log_sum_exp(ctx: NodeContext, x: Value, axes: list[int] | None, keep: bool) -> Value:
-    """log(sum(exp(x - max))) + max: the max keeps exp from overflowing."""
+    """log(sum(exp(x - max))) + max: the max keeps exp from overflowing. A max of -inf
+    (every element -inf, or none) shifts by 0 instead, so the result is -inf, not the
+    NaN of -inf - -inf."""
     m = ctx.add("reduce_max", [x], {"axes": axes, "keepdims": True})
+    if m.dtype.startswith("float"):
+        m = ctx.add("where", [ctx.add("eq", [m, ctx.scalar(-np.inf, m)]), ctx.scalar(0, m),
+                              m])
     s = ctx.add("reduce_sum", [ctx.add("exp", [ctx.add("sub", [x, m])])],
                 {"axes": axes, "keepdims": keep})
     return ctx.add("add", [ctx.add("log", [s]), reshape(ctx, m, s.shape)])
@@ -104,12 +111,9 @@ def _make(how: Reducer, axes_as_input: bool) -> Callable[[NodeContext], Value]:
 
 
 def _axes_at_run_time(ctx: NodeContext) -> bool:
-    """Whether the axes input is given only when the model runs (and not empty). An
-    empty input tensor (an axis of size 0) is left to the static path: the sizes the host
-    computes are at least 1."""
+    """Whether the axes input is given only when the model runs (and not empty)."""
     v = ctx.optional_input(1)
-    return (v is not None and v.data is None and 0 not in ctx.input(0).shape
-            and bool(ctx.run_time_values(1, "axes").size))
+    return v is not None and v.data is None and bool(ctx.run_time_values(1, "axes").size)
 
 
 #: Each reduction as (what is done to x first, the reduction, what is done at the end), so
@@ -146,8 +150,8 @@ def _reduce_run_time_axes(ctx: NodeContext, x: Value, keep: bool) -> Value:
         if n == 1:
             kept.append(1)
             continue
-        e = ctx.size(where(reduced[i], n, 1), f"reduced{i}")
-        d = ctx.size(where(reduced[i], 1, n), f"kept{i}")
+        e, d = (_extent(ctx, where(reduced[i], n, 1), f"reduced{i}"),
+                _extent(ctx, where(reduced[i], 1, n), f"kept{i}"))
         y = reshape(ctx, y, [*y.shape[:i], e, d, *y.shape[i + 1:]])
         y = (_log_sum_exp(ctx, y, [i], False) if parts is None
              else ctx.add(parts[1], [y], {"axes": [i], "keepdims": False}))
@@ -163,8 +167,17 @@ def _reduce_run_time_axes(ctx: NodeContext, x: Value, keep: bool) -> Value:
         for i, n in enumerate(x.shape):
             size = size + where((reduced[i] == 0) * (lift(before) == j), n, 0)
             before = before + (reduced[i] == 0)
-        out.append(ctx.size(size, f"out{j}"))
+        out.append(_extent(ctx, size, f"out{j}"))
     return reshape(ctx, y, out)
+
+
+def _extent(ctx: NodeContext, value: object, hint: str) -> Dim:
+    """``value`` as a dim. A computed size is at least 1, so where the input has an
+    empty axis (which ONNX reduces to the reducer's identity) the host computes
+    ``value + 1`` and the dim is that less 1."""
+    if 0 in ctx.input(0).shape:
+        return ctx.size(lift(value) + 1, f"{hint}_plus1") - 1
+    return ctx.size(value, hint)
 
 
 for _name, (_how, _input_since) in REDUCERS.items():
