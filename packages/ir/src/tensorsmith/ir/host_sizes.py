@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .symbolic import Dim, Sym, SymbolicDimError
+from .symbolic import Sym, SymbolicDimError
 
 __all__ = ["ComputedSize", "HostExpr", "RunTimeValueError", "ceil", "floor", "host_max",
            "host_min", "input_value", "lift", "where"]
@@ -231,16 +231,7 @@ def expr_symbols(text: str) -> set[str]:
             and n.id not in ("value", "max", "min", "floor", "ceil")}
 
 
-def expr_inputs(text: str) -> set[str]:
-    """The graph inputs a HostExpr's text reads with ``value("input", k)``."""
-    return {n.args[0].value for n in ast.walk(ast.parse(text, mode="eval"))
-            if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "value" and n.args
-            and isinstance(n.args[0], ast.Constant)}
-
-
 def is_run_time(x: object) -> bool:
     """Whether ``x`` is a HostExpr (a number known only when the model runs)."""
     return isinstance(x, HostExpr)
 
-
-Dimish = Dim | HostExpr

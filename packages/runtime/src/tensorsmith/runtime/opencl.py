@@ -39,7 +39,7 @@ from tensorsmith.runtime._version import __version__
 from tensorsmith.runtime.artifact import Artifact
 from tensorsmith.runtime.cpu import TensorSpec
 from tensorsmith.runtime.device import Device
-from tensorsmith.runtime.errors import ArtifactError, DeviceError, InputError, TensorsmithError
+from tensorsmith.runtime.errors import ArtifactError, DeviceError, TensorsmithError
 from tensorsmith.runtime.gpu_plan import (
     Declared,
     GpuDispatch,
@@ -54,6 +54,7 @@ from tensorsmith.runtime.shapes import (
     Binding,
     GridCounter,
     grown_size,
+    input_shape_bytes,
     symbol_buffers,
 )
 from tensorsmith.runtime.shapes import nbytes as tensor_bytes
@@ -344,12 +345,7 @@ class OpenCLModel:
         """The shape of input ``index`` for the next runs (a model with dynamic shapes); a
         shape the model cannot take raises InputError, as on the CPU."""
         self._check_open()
-        if self._binder is None:
-            raise InputError(f"artifact '{self.path}': its inputs take the shapes they were "
-                             "compiled for")
-        if not 0 <= index < len(self.inputs):
-            raise TensorsmithError(f"artifact '{self.path}': no input {index}")
-        self._input_bytes[index] = self._binder.check_input_shape(index, shape)
+        self._input_bytes[index] = input_shape_bytes(self._binder, self.path, index, shape)
         self._shapes[index] = tuple(int(d) for d in shape)
 
     def output_shape(self, index: int) -> tuple[int, ...]:

@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from tensorsmith.runtime.errors import ArtifactError, InputError
+from tensorsmith.runtime.errors import ArtifactError, InputError, TensorsmithError
 from tensorsmith.runtime.plan import Buffer, Plan, Tensor
 
 __all__ = ["ITEMSIZE", "MAX_TENSOR_BYTES", "Binder", "Binding", "GridCounter", "SizeExpr",
-           "grown_size", "nbytes", "place_by_lifetime", "size_expr", "symbol_buffers"]
+           "grown_size", "input_shape_bytes", "nbytes", "place_by_lifetime", "size_expr",
+           "symbol_buffers", "value_reads"]
 
 #: Bytes of one tensor at most, as in the CPU library (TSM_MAX_TENSOR_BYTES).
 MAX_TENSOR_BYTES = 2**48
@@ -166,7 +167,7 @@ class Binder:
         #: the inputs whose values the computed sizes read: an executor keeps them on the
         #: host and passes them to :meth:`bind`
         self.value_inputs = sorted({names.index(n) for c in plan.computed
-                                    for n in _reads(c.expr) if n in names})
+                                    for n in value_reads(c.expr) if n in names})
         computed = {c.name for c in plan.computed}
         missing = [s for s in self.symbols if s not in self._source and s not in computed]
         if missing:
@@ -314,7 +315,7 @@ class Binder:
                           for axes in self._inputs], placeholder=True)
 
 
-def _reads(text: str) -> set[str]:
+def value_reads(text: str) -> set[str]:
     """The inputs a computed size's text reads with ``value("input", k)``."""
     return {n.args[0].value for n in ast.walk(ast.parse(text, mode="eval"))
             if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "value" and n.args
@@ -323,6 +324,19 @@ def _reads(text: str) -> set[str]:
 
 def _mentions(text: str, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(ast.parse(text)))
+
+
+def input_shape_bytes(binder: Binder | None, path: Path, index: int,
+                      shape: Sequence[int]) -> int:
+    """The checks of an executor's ``set_input_shape`` (the CPU library's in C): a plan
+    without symbols takes no other shapes, ``index`` must name an input, and the shape
+    must fit it (:meth:`Binder.check_input_shape`); the input's bytes in that shape."""
+    if binder is None:
+        raise InputError(f"artifact '{path}': its inputs take the shapes they were "
+                         "compiled for")
+    if not 0 <= index < len(binder.plan.inputs):
+        raise TensorsmithError(f"artifact '{path}': no input {index}")
+    return binder.check_input_shape(index, shape)
 
 
 def place_by_lifetime(buffers: Mapping[int, tuple[int, int, int]], alignment: int

@@ -35,8 +35,9 @@ from onnx import numpy_helper
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType
 
 from tensorsmith.ir.errors import ModelError
-from tensorsmith.ir.host_sizes import RunTimeValueError, expr_inputs
+from tensorsmith.ir.host_sizes import RunTimeValueError
 from tensorsmith.runtime.errors import InputError
+from tensorsmith.runtime.shapes import value_reads
 
 from .context import ConstantRequiredError
 from .dtypes import ONNX_TO_NUMPY
@@ -178,7 +179,7 @@ class TensorsmithRep(BackendRep):
         shapes = ({n: a.shape for n, a in feeds.items() if n not in self._frozen}
                   if self._shape_from_run else None)
         graph, params = from_onnx(model, shapes)
-        self._read_at_run_time = sorted({n for c in graph.computed for n in expr_inputs(c.expr)})
+        self._read_at_run_time = sorted({n for c in graph.computed for n in value_reads(c.expr)})
         lib = build(graph, target=self.target, params=params)
         path = Path(self._tmp.name) / f"model_{len(self._compiled)}.so"
         lib.export_library(path)

@@ -28,10 +28,17 @@ import numpy as np
 from tensorsmith.runtime.artifact import Artifact
 from tensorsmith.runtime.cpu import TensorSpec
 from tensorsmith.runtime.device import Device
-from tensorsmith.runtime.errors import ArtifactError, DeviceError, InputError, TensorsmithError
+from tensorsmith.runtime.errors import ArtifactError, DeviceError, TensorsmithError
 from tensorsmith.runtime.gpu_plan import raise_failed_check
 from tensorsmith.runtime.plan import PARAMS_SECTION
-from tensorsmith.runtime.shapes import Binder, GridCounter, grown_size, nbytes, symbol_buffers
+from tensorsmith.runtime.shapes import (
+    Binder,
+    GridCounter,
+    grown_size,
+    input_shape_bytes,
+    nbytes,
+    symbol_buffers,
+)
 
 from .commands import CommandRecorder, Copy, Submitter
 from .context import DeviceContext, device_context
@@ -168,12 +175,7 @@ class VulkanModel:
         """The shape of input ``index`` for the next runs (a model with dynamic shapes); a
         shape the model cannot take raises InputError, as on the CPU."""
         self._check_open()
-        if self.binder is None:
-            raise InputError(f"artifact '{self.path}': its inputs take the shapes they were "
-                             "compiled for")
-        if not 0 <= index < len(self.inputs):
-            raise TensorsmithError(f"artifact '{self.path}': no input {index}")
-        n = self.binder.check_input_shape(index, shape)
+        n = input_shape_bytes(self.binder, self.path, index, shape)
         self._shapes[index] = tuple(int(d) for d in shape)
         self._input_bytes[index] = n
         if len(self._host_inputs[index]) < n:
