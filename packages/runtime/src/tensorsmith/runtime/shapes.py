@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
+
 from tensorsmith.runtime.errors import ArtifactError, InputError, TensorsmithError
 from tensorsmith.runtime.plan import Buffer, Plan, Tensor
 
