@@ -271,8 +271,6 @@ class Binder:
                  values: Callable[[int], bytes | memoryview] | None) -> None:
         """The computed sizes into ``env``, in order, refused below 1 (as tsm_runtime.c's
         ``compute_values``, in the same words)."""
-        import numpy as np
-
         arrays: dict[str, np.ndarray] = {}
         for i in self.value_inputs:
             if values is None:
