@@ -93,7 +93,7 @@ static const int batch_seq[] = {0, 1};
 static const tsm_symbol_buffer symbol_buffers[] = {{4, 1, batch_only}, {5, 2, batch_seq}};
 static const tsm_symbolic symbolic = {2, symbol_names, 8, size_texts, compute_sizes,
                                       input_sizes, output_sizes, 7, dynamic_buffers,
-                                      2, symbol_buffers, 0, 0, 0, 0, 0};
+                                      2, symbol_buffers, 0, 0, 0, 0, 0, 0, 0};
 
 const tsm_plan tsm_graph_plan = {10, buffers, 3, steps, 4, inputs, 2, outputs, 192,
                                  metadata_json, 0, {0}, 0, 0, &symbolic};

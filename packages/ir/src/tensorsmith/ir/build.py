@@ -24,6 +24,7 @@ from tensorsmith.runtime.plan import (
     Buffer,
     Check,
     ComputedSize,
+    CountedSize,
     Kernel,
     Plan,
     Step,
@@ -352,6 +353,10 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
             if free_symbols((a.lhs, a.rhs)) <= set(symbols))),
         computed=tuple(ComputedSize(c.name, c.expr, c.reason) for c in graph.computed
                        if c.name in symbols),
+        # the sizes kernels count: read after the step that writes the count
+        counted=tuple(CountedSize(c.name, buffer(c.count), _step_of(c.count, groups),
+                                  str(c.bound), c.reason)
+                      for c in graph.counted if c.name in symbols),
         kernels=tuple(Kernel(f.name, tuple(f.attrs.get("ops", [])),
                              tuple(f.attrs.get("nodes", [])))
                       for f in {id(f): f for f in funcs}.values()),
@@ -363,6 +368,11 @@ def _make_plan(graph: Graph, groups: list[Any], funcs: list[PrimFunc], tgt: Targ
         producer=_versions(tgt),
     )
     return plan, blob
+
+
+def _step_of(v: Value, groups: list[Any]) -> int:
+    """The step (the group) that writes ``v``."""
+    return next(i for i, g in enumerate(groups) if any(o.uid == v.uid for o in g.outputs))
 
 
 def _check_hints(hints: Mapping[str, int], symbols: Sequence[str]) -> None:
@@ -391,9 +401,11 @@ def plan_symbols(graph: Graph, funcs: Sequence[PrimFunc] = ()) -> tuple[str, ...
         used |= set(f.attrs.get("symbols", ()))
     given = {str(d) for v in graph.inputs for d in v.shape
              if isinstance(d, Sym) and str(d).isidentifier()}
-    given |= {c.name for c in graph.computed}
+    given |= {c.name for c in (*graph.computed, *graph.counted)}
     for c in graph.computed:  # every run computes (and checks) them all
         used |= {c.name} | expr_symbols(c.expr)
+    for c in graph.counted:
+        used |= {c.name} | free_symbols(c.bound)
     missing = sorted(used - given)
     if missing:
         names = ", ".join(f"'{n}'" for n in missing)

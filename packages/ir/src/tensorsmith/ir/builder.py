@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ModelError, ShapeError
-from .graph import Graph, Node, Value
+from .graph import CountedSize, Graph, Node, Value
 from .host_sizes import ComputedSize, HostExpr
 from .op_registry import TensorType, get_op, tensor_bytes
 from .symbolic import Assumption, Dim, Sym, assuming, shape_text, symbol
@@ -28,6 +28,7 @@ class GraphBuilder:
         self.assumptions: list[Assumption] = []
         self.computed: list[ComputedSize] = []
         self._computed_names: dict[str, Sym] = {}  # expression text -> its symbol
+        self.counted: list[CountedSize] = []
         self._names: set[str] = set()
 
     def unique(self, name: str) -> str:
@@ -60,17 +61,33 @@ class GraphBuilder:
         known = self._computed_names.get(value.text)
         if known is not None:
             return known
-        base = re.sub(r"\W", "_", hint) or "n"
-        base = base if base[0].isalpha() else f"n_{base}"
-        name, k = base, 0
-        taken = {c.name for c in self.computed} | {str(d) for v in self.inputs for d in v.shape
-                                                   if isinstance(d, Sym)}
-        while name in taken:
-            k += 1
-            name = f"{base}_{k}"
+        name = self._fresh_symbol(hint)
         self.computed.append(ComputedSize(name, value.text, reason))
         self._computed_names[value.text] = symbol(name)
         return self._computed_names[value.text]
+
+    def counted_size(self, count: Value, bound: Dim, hint: str, reason: str) -> Dim:
+        """The size that ``count`` (an int64 scalar a kernel writes: the boxes
+        NonMaxSuppression kept) holds once its node has run, at most ``bound``; it may be
+        0. Its symbol is the count plus one (graph.CountedSize), so the dim returned is
+        ``symbol - 1``. ``reason`` names the node."""
+        if count.dtype != "int64" or count.shape != ():
+            raise TypeError(f"a count is an int64 scalar, not {count!r}")
+        name = self._fresh_symbol(hint)
+        self.counted.append(CountedSize(name, count, bound + 1, reason))
+        return symbol(name) - 1
+
+    def _fresh_symbol(self, hint: str) -> str:
+        """A symbol name from ``hint`` that no input, computed or counted size has."""
+        base = re.sub(r"\W", "_", hint) or "n"
+        base = base if base[0].isalpha() else f"n_{base}"
+        name, k = base, 0
+        taken = ({c.name for c in (*self.computed, *self.counted)}
+                 | {str(d) for v in self.inputs for d in v.shape if isinstance(d, Sym)})
+        while name in taken:
+            k += 1
+            name = f"{base}_{k}"
+        return name
 
     def constant(self, name: str, data: np.ndarray | float | int) -> Value:
         return Graph.constant(self.unique(name), np.asarray(data))
@@ -84,7 +101,7 @@ class GraphBuilder:
         if not lo <= len(inputs) <= hi:
             raise ModelError(f"{where}: takes {lo}..{hi} inputs, got {len(inputs)}")
         try:
-            with assuming(c.name for c in self.computed) as assumed:
+            with assuming(c.name for c in (*self.computed, *self.counted)) as assumed:
                 types = opdef.infer([TensorType(v.shape, v.dtype) for v in inputs], attrs)
             self.assumptions += [Assumption(a.lhs, a.rhs, f"{where}: {a.reason}")
                                  for a in assumed]
@@ -105,6 +122,7 @@ class GraphBuilder:
 
     def finish(self, outputs: list[Value]) -> Graph:
         g = Graph(list(self.inputs), list(self.nodes), list(outputs), self.name,
-                  assumptions=list(self.assumptions), computed=list(self.computed))
+                  assumptions=list(self.assumptions), computed=list(self.computed),
+                  counted=list(self.counted))
         g.verify()
         return g

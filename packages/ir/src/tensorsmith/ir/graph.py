@@ -73,6 +73,25 @@ class Check:
     message: str
 
 
+@dataclass(eq=False)
+class CountedSize:
+    """Symbol ``name`` is one more than ``count``, an int64 scalar that a kernel writes
+    during the run: how many boxes NonMaxSuppression kept, how many elements NonZero
+    found. Every symbol is at least 1, so the symbol is the count plus one and shapes
+    write ``name - 1``, which may be 0.
+
+    Until that kernel has run the executor knows only ``bound`` (a size of the other
+    symbols, at least the count): the buffers of every value whose shape uses ``name``
+    are placed for the bound, and the kernels after the count's producer run with the
+    count itself. ``reason`` names the node, for the run's refusal of a count outside
+    ``0..bound`` (a kernel that wrote garbage)."""
+
+    name: str
+    count: Value
+    bound: Dim
+    reason: str
+
+
 class Graph:
     """A whole model: inputs, topologically ordered nodes, outputs, and the checks its
     runs must pass (computed like outputs, returned to nobody)."""
@@ -80,7 +99,8 @@ class Graph:
     def __init__(self, inputs: list[Value], nodes: list[Node], outputs: list[Value],
                  name: str = "main", checks: list[Check] | None = None,
                  assumptions: list[Assumption] | None = None,
-                 computed: list[ComputedSize] | None = None) -> None:
+                 computed: list[ComputedSize] | None = None,
+                 counted: list[CountedSize] | None = None) -> None:
         self.inputs = inputs
         self.nodes = nodes
         self.outputs = outputs
@@ -92,11 +112,23 @@ class Graph:
         #: symbols computed before each run from small inputs' values (host_sizes.py),
         #: in the order a run computes them
         self.computed = computed or []
+        #: symbols counted by kernels during the run (data-dependent sizes), in the
+        #: order the run learns them
+        self.counted = counted or []
 
     def results(self) -> list[Value]:
-        """What a run must compute and keep to its end: the outputs, then the checks'
-        flags. Fusion and memory planning treat both alike."""
-        return [*self.outputs, *(c.flag for c in self.checks)]
+        """What a run must compute and keep to its end: the outputs, the checks' flags
+        and the counts of counted sizes. Fusion and memory planning treat them alike."""
+        return [*self.outputs, *(c.flag for c in self.checks),
+                *(c.count for c in self.counted)]
+
+    def replace_results(self, replaced: dict[int, Value]) -> None:
+        """Point the outputs, check flags and counts at ``replaced[uid]`` where a pass
+        replaced the value they named (a common subexpression, a folded constant)."""
+        self.outputs = [replaced.get(v.uid, v) for v in self.outputs]
+        self.checks = [Check(replaced.get(c.flag.uid, c.flag), c.message) for c in self.checks]
+        self.counted = [CountedSize(c.name, replaced.get(c.count.uid, c.count), c.bound,
+                                    c.reason) for c in self.counted]
 
     # -- construction -------------------------------------------------------------
     @staticmethod
@@ -130,10 +162,12 @@ class Graph:
     def copy(self) -> Graph:
         """A structural copy: new Node and Value objects, constant data shared."""
         inputs, nodes, results = copy_nodes(self.inputs, self.nodes, self.results())
-        n = len(self.outputs)
-        checks = [Check(flag, c.message) for flag, c in zip(results[n:], self.checks)]
+        n, m = len(self.outputs), len(self.outputs) + len(self.checks)
+        checks = [Check(flag, c.message) for flag, c in zip(results[n:m], self.checks)]
+        counted = [CountedSize(c.name, count, c.bound, c.reason)
+                   for count, c in zip(results[m:], self.counted)]
         return Graph(inputs, nodes, results[:n], self.name, checks, list(self.assumptions),
-                     list(self.computed))
+                     list(self.computed), counted)
 
     def verify(self) -> None:
         """Check SSA and topological order; raises ModelError naming the offending node."""

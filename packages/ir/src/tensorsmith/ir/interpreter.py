@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ModelError
-from .graph import Graph, Value
+from .graph import CountedSize, Graph, Value
 from .op_registry import get_op
 from .symbolic import Sym, evaluate, parse_dim, shape_text
 
@@ -45,6 +45,9 @@ def run_graph(graph: Graph, inputs: Mapping[str, np.ndarray], keep_all: bool = F
         for v, r in zip(node.outputs, results):
             env[v.uid] = np.asarray(r)
             named[v.name] = env[v.uid]
+        for c in graph.counted:
+            if c.count.producer is node:
+                sizes = _count(c, env[c.count.uid], sizes)
     if keep_all:
         return named
     return [v.data if v.is_constant else env[v.uid] for v in graph.outputs]  # type: ignore[misc]
@@ -94,6 +97,17 @@ def _compute_sizes(graph: Graph, arrays: Mapping[int, np.ndarray],
                              "1")
         env[c.name] = int(value)
     return env
+
+
+def _count(c: CountedSize, count: np.ndarray, sizes: dict[str, int]) -> dict[str, int]:
+    """``sizes`` and counted size ``c``'s symbol (the count plus one), the count checked
+    against its bound as the executors check it."""
+    bound = evaluate(c.bound, sizes)
+    value = int(count.reshape(-1)[0]) + 1
+    if not 1 <= value <= bound:
+        raise ModelError(f"interpreter: {c.reason}: the count '{c.name} - 1' is {value - 1}, "
+                         f"outside 0..{bound - 1}")
+    return {**sizes, c.name: value}
 
 
 def _input_array(v: Value, array: np.ndarray, sizes: Mapping[str, int]) -> np.ndarray:

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 
-from .graph import Check, Graph, Value
+from .graph import Check, CountedSize, Graph, Value
 from .host_sizes import ComputedSize
 from .symbolic import Assumption, Dim, parse_dim, shape_text
 
@@ -35,6 +35,9 @@ def print_graph(g: Graph) -> str:
         args = ", ".join(_ref(v) for v in n.inputs)
         attrs = json.dumps(n.attrs, sort_keys=True, default=_jsonable) if n.attrs else ""
         lines.append(f"  {outs} = {n.op}({args}){' ' + attrs if attrs else ''}  # {n.name}")
+        # a counted size right after the node whose output counts it, before its users
+        lines += [f"  counted {c.name} = {_ref(c.count)} + 1 <= {c.bound} {json.dumps(c.reason)}"
+                  for c in g.counted if c.count.producer is n]
     lines += [f"  assume {a.lhs} == {a.rhs} {json.dumps(a.reason)}" for a in g.assumptions]
     lines += [f"  check {_ref(c.flag)} {json.dumps(c.message)}" for c in g.checks]
     lines.append(f"  return {', '.join(_ref(v) for v in g.outputs)}")
@@ -108,6 +111,13 @@ def parse_graph(text: str, constants: dict[str, np.ndarray] | None = None) -> Gr
             definition, _, reason = ln[len("size "):].partition(' "')
             name, _, expr = definition.partition(" = ")
             b.computed.append(ComputedSize(name, expr, json.loads('"' + reason)))
+            continue
+        if ln.startswith("counted "):
+            definition, _, reason = ln[len("counted "):].partition(' "')
+            name, _, rest = definition.partition(" = %")
+            ref, _, bound = rest.partition(" + 1 <= ")
+            b.counted.append(CountedSize(name, env[ref], parse_dim(bound),
+                                         json.loads('"' + reason)))
             continue
         if ln.startswith("assume "):
             equality, _, reason = ln[len("assume "):].partition(' "')

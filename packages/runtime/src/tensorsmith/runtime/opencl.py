@@ -148,6 +148,7 @@ class OpenCLModel:
         self._check_extensions(info.get("extensions", []))
         self._binder: Binder | None = None
         self._binding: Binding | None = None  # the last run's (dynamic shapes)
+        self._placed: Binding | None = None  # the buffers' placement's (counts at bounds)
         self._values: dict[int, bytes] = {}  # inputs' values sizes are computed from
         if plan.is_symbolic:
             most = min(int(self.cl_device.max_mem_alloc_size), 2**48)
@@ -360,13 +361,20 @@ class OpenCLModel:
         if self._binder is None:
             return
         binding = self._binder.bind(self._shapes, self._values.__getitem__)
-        if self._binding is None or binding.values != self._binding.values:
+        if self._placed is None or binding.values != self._placed.values:
             self._place(binding)
+        elif binding.values != self._binding.values:  # the last run counted sizes
+            self._launch(binding)
 
     def _place(self, binding: Binding) -> None:
-        grids = self._grids.count(binding, (MAX_GROUPS,) * 3, f"artifact '{self.path}'")
         for k, n in binding.buffer_bytes.items():
             self._fit(k, n)
+        self._placed = binding
+        self._launch(binding)
+
+    def _launch(self, binding: Binding) -> None:
+        """The launches' sizes and the symbols' values of ``binding``."""
+        grids = self._grids.count(binding, (MAX_GROUPS,) * 3, f"artifact '{self.path}'")
         for step, counts in zip(self._steps, grids):
             for d, grid in zip(step, counts):
                 d.global_size = tuple(g * w for g, w in zip(grid, d.local_size))
@@ -436,6 +444,8 @@ class OpenCLModel:
                                for d in step if 0 not in d.global_size]
                 if record:
                     events.append(step_events)
+                if self._binder is not None and index in self._binder.counting_steps:
+                    self._launch(self._binder.count(self._binding, index, self._read_count))
             self._queue.finish()
         except cl.Error as e:
             raise TensorsmithError(
@@ -443,6 +453,14 @@ class OpenCLModel:
                 f"{self.device_name} failed: {e}"
             ) from None
         return events
+
+    def _read_count(self, buffer: int) -> int:
+        """The int64 a kernel counted into plan buffer ``buffer`` (waits for it)."""
+        count = np.zeros(1, dtype=np.int64)
+        self._copy(lambda: self._cl.enqueue_copy(
+            self._queue, count, self._buffers[buffer], is_blocking=True),
+            "reading a count of the run from the device")
+        return int(count[0])
 
     def _test_checks(self) -> None:
         flag = np.zeros(1, dtype=np.int32)

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 from tensorsmith.runtime.metadata_types import expect, malformed
 
 __all__ = ["PARAMS_SECTION", "PLAN_KEYS", "Assumption", "Buffer", "Check", "ComputedSize",
-           "Kernel", "Plan", "Step", "Tensor", "target_kind"]
+           "CountedSize", "Kernel", "Plan", "Step", "Tensor", "target_kind"]
 
 PARAMS_SECTION = "params"
 """The artifact section holding the weights: a ``param`` buffer is ``nbytes`` at ``offset``
@@ -189,10 +189,31 @@ class ComputedSize(_Entry):
     message: str
 
 
+@dataclass(frozen=True)
+class CountedSize(_Entry):
+    """Symbol ``name`` is one more than the int64 at the start of plan buffer ``buffer``
+    once step ``step`` has run: a count that kernel wrote (the boxes NonMaxSuppression
+    kept), so the symbol is at least 1 and shapes use ``name - 1``.
+
+    Before that step the executor takes the symbol to be ``bound`` (an expression of the
+    other symbols, known before the run) and places every buffer for it; after the step
+    it sets the symbol to the count plus one, so the later kernels, and the outputs'
+    shapes, use the count. A count outside ``0..bound - 1`` fails the run with
+    ``message`` (which names the node)."""
+
+    FIELDS: ClassVar = {"name": "str", "buffer": "int", "step": "int", "bound": "str",
+                        "message": "str"}
+    name: str
+    buffer: int
+    step: int
+    bound: str
+    message: str
+
+
 #: The plan's lists: metadata key -> entry type.
 _LISTS: dict[str, type[_Entry]] = {"inputs": Tensor, "outputs": Tensor, "checks": Check,
                                     "assumptions": Assumption, "computed": ComputedSize,
-                                    "kernels": Kernel,
+                                    "counted": CountedSize, "kernels": Kernel,
                                     "steps": Step, "buffers": Buffer}
 #: The plan's other keys and their JSON types.
 _SCALARS = {"target": "target", "device": "str", "symbols": "strs", "workspace_bytes": "int",
@@ -219,6 +240,8 @@ class Plan:
     assumptions: tuple[Assumption, ...] = ()
     #: the symbols computed from inputs' values, in the order a run computes them
     computed: tuple[ComputedSize, ...] = ()
+    #: the symbols that kernels count during the run, in step order
+    counted: tuple[CountedSize, ...] = ()
     kernels: tuple[Kernel, ...] = ()
     steps: tuple[Step, ...] = ()
     buffers: tuple[Buffer, ...] = ()
@@ -251,7 +274,7 @@ class Plan:
         out: dict[str, Any] = {}
         for key in PLAN_KEYS:
             value = getattr(self, key)
-            if key in ("symbols", "assumptions", "computed"):
+            if key in ("symbols", "assumptions", "computed", "counted"):
                 if value:  # a static plan's metadata stays as it was before symbols
                     out[key] = list(value) if key == "symbols" else [e.to_json() for e in value]
             elif key in _LISTS:

@@ -165,12 +165,20 @@ class Binder:
         except (ValueError, SyntaxError) as e:
             raise ArtifactError(f"artifact '{path}' is inconsistent: a computed size of its "
                                 f"plan is malformed ({e}); re-export it") from None
+        try:
+            self._counted = [(c, size_expr(c.bound)) for c in plan.counted]
+        except (ValueError, SyntaxError) as e:
+            raise ArtifactError(f"artifact '{path}' is inconsistent: a counted size of its "
+                                f"plan is malformed ({e}); re-export it") from None
+        #: the steps after which the run reads counts (plan.CountedSize): an executor
+        #: waits for the device there and passes what it reads to :meth:`count`
+        self.counting_steps = frozenset(c.step for c in plan.counted)
         names = [t.name for t in plan.inputs]
         #: the inputs whose values the computed sizes read: an executor keeps them on the
         #: host and passes them to :meth:`bind`
         self.value_inputs = sorted({names.index(n) for c in plan.computed
                                     for n in value_reads(c.expr) if n in names})
-        computed = {c.name for c in plan.computed}
+        computed = {c.name for c in (*plan.computed, *plan.counted)}
         missing = [s for s in self.symbols if s not in self._source and s not in computed]
         if missing:
             raise ArtifactError(f"artifact '{path}' is inconsistent: no input gives the "
@@ -234,6 +242,9 @@ class Binder:
             env.update((c.name, 1) for c, _ in self._computed)
         elif self._computed:
             self._compute(env, values)
+        env.update((c.name, 1) for c, _ in self._counted)
+        for c, bound in self._counted:  # placed for the bounds, in order
+            env[c.name] = bound(env)
         values_ = tuple(env[s] for s in self.symbols)
         binding = Binding(values_, env, tuple(tuple(int(n) for n in s) for s in shapes), (), {})
         for i, axes in enumerate(self._inputs):
@@ -255,9 +266,13 @@ class Binder:
                 self._raise(f"with {binding.describe()}, buffer {k} of the model would take "
                             f"{n} bytes ({size.text}), which is "
                             + ("negative: these shapes do not fit the model" if n < 0 else over))
+        return Binding(values_, env, binding.input_shapes, self._output_shapes(binding),
+                       buffer_bytes)
+
+    def _output_shapes(self, binding: Binding) -> tuple[tuple[int, ...], ...]:
         outputs = []
         for t, axes in zip(self.plan.outputs, self._outputs, strict=True):
-            shape = tuple(a if isinstance(a, int) else a.size(env) for a in axes)
+            shape = tuple(a if isinstance(a, int) else a.size(binding.symbols) for a in axes)
             for d, n in enumerate(shape):
                 if n < 0:
                     text = axes[d].text  # type: ignore[union-attr]
@@ -265,7 +280,27 @@ class Binder:
                                 f"be {text} = {n}, a negative size: these shapes do not fit "
                                 "the model")
             outputs.append(shape)
-        return Binding(values_, env, binding.input_shapes, tuple(outputs), buffer_bytes)
+        return tuple(outputs)
+
+    def count(self, binding: Binding, step: int, read: Callable[[int], int]) -> Binding:
+        """``binding`` once step ``step`` has run: each size that step counted is the
+        int64 ``read(buffer)`` plus one, checked against its bound (as tsm_runtime.c's
+        ``learn_counts``, in the same words), and the outputs' shapes follow. The buffers
+        stay where they are: they were placed for the bounds."""
+        env = dict(binding.symbols)
+        for c, _ in self._counted:
+            if c.step != step:
+                continue
+            count, bound = int(read(c.buffer)), env[c.name]
+            if not 0 <= count <= bound - 1:
+                self._raise(f"{c.message}: it counted {count} results, outside 0..{bound - 1} "
+                            f"('{c.name} - 1', at most {c.bound} - 1); the kernel that counts "
+                            "them is wrong")
+            env[c.name] = count + 1
+        counted = Binding(tuple(env[s] for s in self.symbols), env, binding.input_shapes, (),
+                          binding.buffer_bytes)
+        return Binding(counted.values, env, binding.input_shapes, self._output_shapes(counted),
+                       binding.buffer_bytes)
 
     def _compute(self, env: dict[str, int],
                  values: Callable[[int], bytes | memoryview] | None) -> None:

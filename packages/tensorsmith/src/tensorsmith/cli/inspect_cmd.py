@@ -69,6 +69,8 @@ def summary(path: str) -> dict[str, Any]:
         "workspace_bytes": meta.get("workspace_bytes"),
         "symbols": list(artifact.plan.symbols),
         "computed": {c.name: c.expr for c in artifact.plan.computed},
+        "counted": {c.name: {"bound": c.bound, "step": c.step, "by": c.message}
+                    for c in artifact.plan.counted},
         "dynamic_buffers": [b.symbolic_nbytes for b in artifact.plan.buffers if b.is_symbolic],
         "unplanned_workspace_bytes": memory.get("unplanned_bytes"),
         "params_bytes": meta.get("params_bytes"),
@@ -114,7 +116,8 @@ def format_text(info: dict[str, Any]) -> str:
         lines += [f"  {describe(t)}" for t in info[kind]]
     lines.append(f"kernels    {len(info['kernels'])} ({info['steps']} steps per run)")
     lines += kernel_lines(info["kernels"])
-    shaped = [n for n in info["symbols"] if n not in info["computed"]]
+    shaped = [n for n in info["symbols"]
+              if n not in info["computed"] and n not in info["counted"]]
     if shaped:
         lines.append(f"symbols    {', '.join(shaped)} (sizes known at run time, "
                      "taken from the inputs' shapes)")
@@ -122,6 +125,11 @@ def format_text(info: dict[str, Any]) -> str:
         lines.append(f"computed   {len(info['computed'])} sizes, from inputs' values before "
                      "each run:")
         lines += [f"  {name} = {expr}" for name, expr in info["computed"].items()]
+    if info["counted"]:
+        lines.append(f"counted    {len(info['counted'])} sizes, counted by kernels during the "
+                     "run (buffers placed for the bound):")
+        lines += [f"  {name} - 1 = the count of {c['by']} (step {c['step']}), at most "
+                  f"{c['bound']} - 1" for name, c in info["counted"].items()]
     lines.append(f"memory     workspace {size(info['workspace_bytes'])}")
     if info["dynamic_buffers"]:
         from tensorsmith.ir.symbolic import parse_dim

@@ -172,6 +172,11 @@ def symbolic_source(plan: Plan) -> list[str]:
         for a in plan.assumptions]
     lines.append("static const tsm_assumption assumptions[] = {\n"
                  + (",\n".join(assumption_rows) or "  {0, 0, 0}") + "\n};")
+    counted_rows = [
+        f"  {{{sizes.index[c.name]}, {sizes.of(parse_dim(c.bound), 'counted size')}, "
+        f"{c.buffer}, {c.step}, {c_string(c.message)}}}" for c in plan.counted]
+    lines.append("static const tsm_counted counted[] = {\n"
+                 + (",\n".join(counted_rows) or "  {0, 0, 0, 0, 0}") + "\n};")
     lines.append("static const char *const symbol_names[] = {\n"
                  + ",\n".join(f"  {c_string(n)}" for n in sizes.symbols) + "\n};")
     lines.append("static const char *const size_texts[] = {\n"
@@ -187,7 +192,8 @@ def symbolic_source(plan: Plan) -> list[str]:
         f"  {len(sizes.symbols)}, symbol_names, {len(sizes.dims)}, size_texts, compute_sizes,\n"
         f"  input_sizes, output_sizes, {len(dynamic)}, dynamic_buffers,\n"
         f"  {len(symbol_rows)}, symbol_buffers, {len(assumption_rows)}, assumptions,\n"
-        f"  {len(plan.computed)}, computed, {'compute_values' if plan.computed else '0'}\n}};")
+        f"  {len(plan.computed)}, computed, {'compute_values' if plan.computed else '0'},\n"
+        f"  {len(counted_rows)}, counted\n}};")
     return lines
 
 

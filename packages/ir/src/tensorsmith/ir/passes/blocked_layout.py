@@ -87,7 +87,8 @@ class _Rewriter:
                     self.plain[v.uid] = v
         outputs = [self.nchw(v) for v in self.graph.outputs]
         return Graph(self.graph.inputs, self.nodes, outputs, self.graph.name,
-                     self.graph.checks, self.graph.assumptions, self.graph.computed)
+                     self.graph.checks, self.graph.assumptions, self.graph.computed,
+                     self.graph.counted)
 
     # -- the ops that run blocked ------------------------------------------------------
     def convert(self, node: Node) -> bool:

@@ -71,5 +71,5 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
         seen[key] = node
         kept.append(node)
     graph.nodes = kept
-    graph.outputs = [canonical.get(v.uid, v) for v in graph.outputs]
+    graph.replace_results(canonical)
     return graph

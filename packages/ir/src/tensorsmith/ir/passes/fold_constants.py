@@ -49,5 +49,5 @@ def fold_constants(graph: Graph) -> Graph:
             continue
         kept.append(node)
     graph.nodes = kept
-    graph.outputs = [replaced.get(v.uid, v) for v in graph.outputs]
+    graph.replace_results(replaced)
     return graph

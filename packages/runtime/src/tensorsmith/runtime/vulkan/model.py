@@ -33,6 +33,7 @@ from tensorsmith.runtime.gpu_plan import raise_failed_check
 from tensorsmith.runtime.plan import PARAMS_SECTION
 from tensorsmith.runtime.shapes import (
     Binder,
+    Binding,
     GridCounter,
     grown_size,
     input_shape_bytes,
@@ -46,7 +47,7 @@ from .layout import Layout, place
 from .memory import DOWNLOAD, UPLOAD, DeviceBuffer, choose_mode, create_buffer, destroy_buffer
 from .pipelines import DescriptorSets, Pipelines
 from .plan import VulkanPlan, parse
-from .shaped import ShapedLayout, shaped_layout
+from .shaped import ShapedLayout, Triple, shaped_layout
 from .timestamps import StepTimer
 
 __all__ = ["VulkanModel"]
@@ -63,6 +64,7 @@ class VulkanModel:
         self.device_name = self.ctx.name
         self._check_features()
         self.shaped: ShapedLayout | None = None  # the current binding (dynamic shapes)
+        self._counted: Binding | None = None  # the last run's, where it counted sizes
         self.binder: Binder | None = None
         if artifact.plan.is_symbolic:
             limits = self.ctx.physical.limits
@@ -137,10 +139,16 @@ class VulkanModel:
             self._grow("upload", shaped.upload_bytes, UPLOAD, "the input staging buffer")
             self._grow("download", shaped.download_bytes, DOWNLOAD, "the output staging buffer")
         self.shaped = shaped
+        self._write_symbols(binding)
+
+    def _write_symbols(self, binding: Binding) -> None:
+        """The symbols' values of ``binding`` into the symbol buffers (with staging: into
+        the upload buffer, which the next command buffer copies up)."""
+        assert self.shaped is not None
         for k, names in symbol_buffers(self.plan.buffers).items():
             values = np.array([binding.symbols[n] for n in names], dtype=np.int64)
             if self.mode == "staging":
-                buf, offset = self._resources["upload"], shaped.symbols_upload[k]
+                buf, offset = self._resources["upload"], self.shaped.symbols_upload[k]
             else:
                 p = self.layout.placements[k]
                 buf, offset = self._resources[p.region], p.offset
@@ -185,7 +193,12 @@ class VulkanModel:
         """Output ``index``'s shape in the last run (its static shape without symbols)."""
         if self.shaped is None:
             return self.outputs[index].shape
-        return self.shaped.binding.output_shapes[index]
+        return self._run_binding().output_shapes[index]
+
+    def _run_binding(self) -> Binding:
+        """The binding of the last run: the placement's, or what its counts made of it."""
+        assert self.shaped is not None
+        return self._counted if self._counted is not None else self.shaped.binding
 
     # ---- loading ----------------------------------------------------------------------
 
@@ -272,28 +285,96 @@ class VulkanModel:
         p = self.layout.placements[buffer]
         return self._resources[p.region].buffer, p.offset, p.range
 
-    def _record(self, pipelines: Pipelines, sets: DescriptorSets) -> None:
+    def _record(self, pipelines: Pipelines, sets: DescriptorSets, start: int = 0,
+                stop: int | None = None, grids: list[list[Triple]] | None = None) -> None:
+        """Record steps ``start`` to ``stop`` (all of them by default) with ``grids`` (the
+        placement's by default). A part that does not start the run waits for the parts
+        before it and (staging) copies the symbols up first; one that does not end it
+        ends with (staging) the count of its last step copied down (:meth:`_read_count`)."""
+        steps = self.plan.steps
+        stop = len(steps) if stop is None else stop
+        if grids is None and self.shaped is not None:
+            grids = self.shaped.grids
         rec = CommandRecorder(self.submitter.cmd)
-        self.timer.reset(rec.cmd)
         staging = self.mode == "staging"
-        if staging:
-            rec.copies(self._input_copies())
-            rec.barrier("transfer", "compute")
-        self.timer.mark(rec.cmd, 0)
-        for i, step in enumerate(self.plan.steps):
-            for j, (d, descriptor_set) in enumerate(zip(step.dispatches, sets.sets[i])):
+        if start == 0:
+            self.timer.reset(rec.cmd)
+            if staging:
+                rec.copies(self._input_copies())
+                rec.barrier("transfer", "compute")
+            self.timer.mark(rec.cmd, 0)
+        else:
+            rec.barrier("compute", "compute")  # the parts submitted before this one
+            if staging:
+                rec.copies(self._symbol_copies())
+                rec.barrier("transfer", "compute")
+        for i in range(start, stop):
+            for j, (d, descriptor_set) in enumerate(zip(steps[i].dispatches, sets.sets[i])):
                 p = pipelines.by_section[d.section]
-                grid = d.grid if self.shaped is None else self.shaped.grids[i][j]
+                grid = d.grid if grids is None else grids[i][j]
                 rec.dispatch(p.handle, p.layout, descriptor_set, grid)  # type: ignore[arg-type]
                 rec.barrier("compute", "compute")
             self.timer.mark(rec.cmd, i + 1)
         if staging:
             rec.barrier("compute", "transfer")
-            rec.copies(self._output_copies())
+            if stop == len(steps):
+                rec.copies(self._output_copies())
+            else:
+                rec.copies(self._count_copies(stop - 1))
             rec.barrier("transfer", "host")
         else:
             rec.barrier("compute", "host")
         rec.end()
+
+    def _run_counting(self, where: str) -> None:
+        """A run of a plan whose kernels count sizes: one submission up to each step that
+        counts, then its counts read, the later steps' workgroups counted again and the
+        symbols rewritten, and the next part recorded and submitted."""
+        assert self.binder is not None and self.shaped is not None
+        binding, grids, start = self.shaped.binding, self.shaped.grids, 0
+        self._counted = None
+        limits = self.ctx.physical.limits["maxComputeWorkGroupCount"]
+        for stop in [*sorted(s + 1 for s in self.binder.counting_steps), len(self.plan.steps)]:
+            self.submitter.reset()
+            self._record(self.pipelines, self.sets, start, stop, grids)
+            self.submitter.run(where)
+            if stop < len(self.plan.steps):
+                binding = self.binder.count(binding, stop - 1, self._read_count)
+                grids = self._grids.count(binding, limits, where)
+                self._write_symbols(binding)
+                self._counted = binding  # (the last part copies the outputs of its shapes)
+            start = stop
+        self._write_symbols(self.shaped.binding)  # the placement's again, for the next run
+
+    def _symbol_copies(self) -> list[Copy]:
+        assert self.shaped is not None
+        up = self._resources["upload"].buffer
+        copies = []
+        for k, at in self.shaped.symbols_upload.items():
+            dst, offset, size = self._resolve(k)
+            copies.append((up, dst, at, offset, size))
+        return copies
+
+    def _count_copies(self, step: int) -> list[Copy]:
+        """The counts step ``step`` writes, each to the start of the download buffer (free
+        until the outputs come down; one count per step)."""
+        down = self._resources["download"].buffer
+        copies = []
+        for c in self.binder.plan.counted if self.binder is not None else ():
+            if c.step == step:
+                src, offset, _ = self._resolve(c.buffer)
+                copies.append((src, down, offset, 0, 8))
+        return copies
+
+    def _read_count(self, buffer: int) -> int:
+        """The int64 a kernel counted into plan buffer ``buffer``, after its part ran."""
+        count = np.zeros(1, dtype=np.int64)
+        if self.mode == "staging":
+            self._resources["download"].read(0, count.ctypes.data, 8)
+        else:
+            p = self.layout.placements[buffer]
+            self._resources[p.region].read(p.offset, count.ctypes.data, 8)
+        return int(count[0])
 
     def _input_copies(self) -> list[Copy]:
         up = self._resources["upload"].buffer
@@ -302,9 +383,7 @@ class VulkanModel:
             dst, offset, _ = self._resolve(io.buffer)
             copies.append((up, dst, self._up_offset(i), offset, self._in_bytes(i)))
         if self.shaped is not None:
-            for k, at in self.shaped.symbols_upload.items():
-                dst, offset, size = self._resolve(k)
-                copies.append((up, dst, at, offset, size))
+            copies += self._symbol_copies()
         return copies
 
     def _up_offset(self, i: int) -> int:
@@ -320,7 +399,7 @@ class VulkanModel:
     def _out_bytes(self, i: int) -> int:
         if self.shaped is None:
             return self.outputs[i].nbytes
-        return nbytes(self.shaped.binding.output_shapes[i], self.outputs[i].dtype)
+        return nbytes(self._run_binding().output_shapes[i], self.outputs[i].dtype)
 
     def _output_copies(self) -> list[Copy]:
         down = self._resources["download"].buffer
@@ -354,7 +433,10 @@ class VulkanModel:
             for i, io in enumerate(self.plan.inputs):
                 buf, offset = self._host_location("in", i, io.buffer)
                 buf.write(offset, ctypes.addressof(self._host_inputs[i]), self._input_bytes[i])
-        self.submitter.run(f"artifact '{self.path}'")
+        if self.binder is not None and self.binder.counting_steps:
+            self._run_counting(f"artifact '{self.path}'")
+        else:
+            self.submitter.run(f"artifact '{self.path}'")
         self._test_checks()
 
     def run_profiled(self) -> list[float]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from tensorsmith.runtime.plan import Buffer
 from tensorsmith.runtime.shapes import Binding, place_by_lifetime, symbol_buffers
 
-__all__ = ["ShapedLayout", "shaped_layout"]
+__all__ = ["ShapedLayout", "Triple", "shaped_layout"]
 
 Triple = tuple[int, int, int]
 
@@ -64,7 +64,7 @@ def shaped_layout(binding: Binding, buffers: Sequence[Buffer], grids: list[list[
         download.append(cursor)
         cursor += _round16(n)
     return ShapedLayout(binding, offsets, max(region, 4), grids, upload, symbols_upload,
-                        max(upload_bytes, 4), download, max(cursor, 4))
+                        max(upload_bytes, 4), download, max(cursor, 16))
 
 
 def _round16(n: int) -> int:

@@ -109,6 +109,12 @@
  *     and scratch: a tsm_symbol_buffer, a TSM_WORKSPACE buffer of 8 bytes per symbol that
  *     the runtime fills before every run with those symbols' values as int64, in the
  *     order the kernel lists them (its attrs["symbols"], sorted). Scratch stays static.
+ *   - Counted sizes. A symbol may be counted by a kernel during the run (tsm_counted: the
+ *     boxes NonMaxSuppression kept): it is one more than the int64 at the start of its
+ *     buffer once its step has run. Binding gives it its bound (a size index) and places
+ *     the buffers for that; after the step the runtime sets it to the count plus one,
+ *     recomputes the sizes, refills the symbol buffers, and the later steps and the
+ *     outputs' shapes use the count.
  *   - Limits. A run whose tensor or buffer would exceed TSM_MAX_TENSOR_BYTES (2**48, the
  *     compiler's limit), whose dynamic region would, or whose sizes overflow, fails
  *     naming it, before any kernel runs.
@@ -209,6 +215,15 @@ typedef struct {
   const char *message;   /* names the node that needs it */
 } tsm_computed;
 
+/* A symbol a kernel counts during the run (see "dynamic shapes" above). */
+typedef struct {
+  int symbol;            /* index into tsm_symbolic.symbols */
+  int bound;             /* index of its bound in compute_sizes' output */
+  int buffer;            /* index into tsm_plan.buffers: the int64 count, >= 8 bytes */
+  int step;              /* the step that writes the count */
+  const char *message;   /* names the node that counts */
+} tsm_counted;
+
 /* What a plan with sizes known only at run time adds (see "dynamic shapes" above). */
 typedef struct {
   int num_symbols;
@@ -230,6 +245,8 @@ typedef struct {
    * the inputs' shapes gave); returns 0, or 1 + the index into `computed` of the first
    * that is below 1 or whose arithmetic failed (*bad set: an overflow, a division by 0). */
   int (*compute_values)(int64_t *symbols, const void *const *inputs, int *bad);
+  int num_counted;
+  const tsm_counted *counted;     /* in step order */
 } tsm_symbolic;
 
 /* The whole execution plan of the model. */

@@ -49,6 +49,8 @@ typedef struct {
   int64_t *sizes;         /* compute_sizes of them */
   int64_t *next_symbols;  /* a run's binding, until it is placed */
   int64_t *next_sizes;
+  int64_t *run_symbols;   /* the symbols as this run knows them: counted ones, once counted */
+  int64_t *run_sizes;     /* compute_sizes of them: the outputs' shapes */
   int *bound_input;       /* per symbol: the input and axis that gave it in the binding */
   int *bound_axis;
   int64_t **input_shape;  /* per input: the shape the caller set (NULL: a static input) */
@@ -276,9 +278,22 @@ static int check_symbolic(const tsm_plan *plan) {
       return damaged("a computed size of the plan is malformed");
     }
   }
+  if (sym->num_counted < 0 || (sym->num_counted > 0 && sym->counted == NULL)) {
+    return damaged("the plan's counted sizes are malformed");
+  }
+  for (int j = 0; j < sym->num_counted; ++j) {
+    const tsm_counted *c = &sym->counted[j];
+    if (c->symbol < 0 || c->symbol >= sym->num_symbols || c->bound < 0 ||
+        c->bound >= sym->num_sizes || c->buffer < 0 || c->buffer >= plan->num_buffers ||
+        plan->buffers[c->buffer].kind != TSM_WORKSPACE || plan->buffers[c->buffer].nbytes < 8 ||
+        c->step < 0 || c->step >= plan->num_steps || c->message == NULL) {
+      return damaged("a counted size of the plan is malformed");
+    }
+  }
   for (int k = 0; k < sym->num_symbols; ++k) {
     int given = 0;
     for (int j = 0; j < sym->num_computed && !given; ++j) given = sym->computed[j].symbol == k;
+    for (int j = 0; j < sym->num_counted && !given; ++j) given = sym->counted[j].symbol == k;
     for (int i = 0; i < plan->num_inputs && !given; ++i) {
       const tsm_io_sizes *sizes = io_sizes(plan, 1, i);
       for (int d = 0; sizes != NULL && d < plan->inputs[i].ndim; ++d) given |= sizes->dims[d] == k;
@@ -376,6 +391,8 @@ static void dynamic_destroy(tsm_dynamic *st) {
   free(st->sizes);
   free(st->next_symbols);
   free(st->next_sizes);
+  free(st->run_symbols);
+  free(st->run_sizes);
   free(st->bound_input);
   free(st->bound_axis);
   free(st->input_shape);
@@ -585,6 +602,10 @@ static int bind(tsm_model *m, const char *function) {
     }
   }
   for (int j = 0; j < sym->num_computed; ++j) st->bound_input[sym->computed[j].symbol] = -2;
+  for (int j = 0; j < sym->num_counted; ++j) {
+    st->bound_input[sym->counted[j].symbol] = -2;
+    st->next_symbols[sym->counted[j].symbol] = 1; /* until its bound is known, below */
+  }
   for (int k = 0; k < sym->num_symbols; ++k) {
     if (st->bound_input[k] == -2) continue; /* computed below */
     if (st->next_symbols[k] < 1) { /* set_input_shape refuses it: a size is at least 1 */
@@ -595,7 +616,12 @@ static int bind(tsm_model *m, const char *function) {
     }
   }
   if (sym->num_computed > 0 && compute_values(m, function) != 0) return -1;
-  if (sym->compute_sizes(st->next_symbols, st->next_sizes) != 0) {
+  int overflow = 0;
+  for (int j = 0; j < sym->num_counted && !overflow; ++j) { /* each bound, in order */
+    overflow = sym->compute_sizes(st->next_symbols, st->next_sizes) != 0;
+    st->next_symbols[sym->counted[j].symbol] = st->next_sizes[sym->counted[j].bound];
+  }
+  if (overflow || sym->compute_sizes(st->next_symbols, st->next_sizes) != 0) {
     char values[512];
     return fail("%s: with %s, the model's sizes do not fit in 64 bits",
                 function, describe_symbols(m, st->next_symbols, values, sizeof(values)));
@@ -717,6 +743,8 @@ static int place(tsm_model *m, const char *function) {
   st->next_sizes = swap;
   point_step_args(m);
   st->placed = 1;
+  memcpy(st->run_symbols, st->symbols, (size_t)sym->num_symbols * sizeof(int64_t));
+  memcpy(st->run_sizes, st->sizes, (size_t)sym->num_sizes * sizeof(int64_t));
   return 0;
 }
 
@@ -778,6 +806,8 @@ static tsm_dynamic *dynamic_create(tsm_model *m) {
   st->next_symbols = calloc(ns, sizeof(int64_t));
   st->sizes = calloc(nz, sizeof(int64_t));
   st->next_sizes = calloc(nz, sizeof(int64_t));
+  st->run_symbols = calloc(ns, sizeof(int64_t));
+  st->run_sizes = calloc(nz, sizeof(int64_t));
   st->bound_input = calloc(ns, sizeof(int));
   st->bound_axis = calloc(ns, sizeof(int));
   st->input_shape = calloc(ni, sizeof(int64_t *));
@@ -790,7 +820,8 @@ static tsm_dynamic *dynamic_create(tsm_model *m) {
   st->next_offset = calloc(nd, sizeof(int64_t));
   st->pending = calloc(nd, sizeof(tsm_pending));
   st->live = calloc(nd, sizeof(tsm_live));
-  if (!st->symbols || !st->next_symbols || !st->sizes || !st->next_sizes || !st->bound_input ||
+  if (!st->symbols || !st->next_symbols || !st->sizes || !st->next_sizes || !st->run_symbols ||
+      !st->run_sizes || !st->bound_input ||
       !st->bound_axis || !st->input_shape || !st->shapes || !st->input_nbytes ||
       !st->dynamic_of_buffer || !st->dynamic_of_input || !st->holds_input || !st->offset ||
       !st->next_offset || !st->pending || !st->live) {
@@ -957,7 +988,7 @@ static int64_t io_dim(const tsm_model *m, int is_input, int index, int d) {
   const tsm_io_sizes *ios = io_sizes(m->plan, is_input, index);
   if (ios == NULL) return io->shape[d];
   if (is_input) return m->dyn->input_shape[index][d];
-  return ios->dims[d] >= 0 ? m->dyn->sizes[ios->dims[d]] : io->shape[d];
+  return ios->dims[d] >= 0 ? m->dyn->run_sizes[ios->dims[d]] : io->shape[d];
 }
 
 /* The bytes of input or output `index` now (see io_dim). */
@@ -965,7 +996,7 @@ static int64_t io_nbytes(const tsm_model *m, int is_input, int index) {
   const tsm_io *io = is_input ? &m->plan->inputs[index] : &m->plan->outputs[index];
   const tsm_io_sizes *ios = io_sizes(m->plan, is_input, index);
   if (ios == NULL) return io->nbytes;
-  return is_input ? m->dyn->input_nbytes[index] : m->dyn->sizes[ios->nbytes];
+  return is_input ? m->dyn->input_nbytes[index] : m->dyn->run_sizes[ios->nbytes];
 }
 
 /* ---- running ----------------------------------------------------------------------- */
@@ -1071,6 +1102,18 @@ int tsm_model_set_input(void *model, int index, const void *data, size_t nbytes)
 
 /* Before a run of a plan with symbols: learn and check the symbols, place the dynamic
  * buffers again if they changed, and fill the symbol buffers. */
+/* The symbol buffers, from the symbols as the run knows them now. */
+static void fill_symbol_buffers(tsm_model *m) {
+  const tsm_symbolic *sym = m->plan->symbolic;
+  for (int k = 0; k < sym->num_symbol_buffers; ++k) {
+    const tsm_symbol_buffer *sb = &sym->symbol_buffers[k];
+    unsigned char *values = buffer_address(m, sb->buffer);
+    for (int j = 0; j < sb->count; ++j) {
+      memcpy(values + 8 * (size_t)j, &m->dyn->run_symbols[sb->symbols[j]], sizeof(int64_t));
+    }
+  }
+}
+
 static int prepare_dynamic(tsm_model *m, const char *function) {
   const tsm_symbolic *sym = m->plan->symbolic;
   tsm_dynamic *st = m->dyn;
@@ -1079,13 +1122,37 @@ static int prepare_dynamic(tsm_model *m, const char *function) {
       memcmp(st->symbols, st->next_symbols, (size_t)sym->num_symbols * sizeof(int64_t)) != 0) {
     if (place(m, function) != 0) return -1;
   }
-  for (int k = 0; k < sym->num_symbol_buffers; ++k) {
-    const tsm_symbol_buffer *sb = &sym->symbol_buffers[k];
-    unsigned char *values = buffer_address(m, sb->buffer);
-    for (int j = 0; j < sb->count; ++j) {
-      memcpy(values + 8 * (size_t)j, &st->symbols[sb->symbols[j]], sizeof(int64_t));
+  memcpy(st->run_symbols, st->symbols, (size_t)sym->num_symbols * sizeof(int64_t));
+  memcpy(st->run_sizes, st->sizes, (size_t)sym->num_sizes * sizeof(int64_t));
+  fill_symbol_buffers(m);
+  return 0;
+}
+
+/* After step `step`: the symbols it counted, checked against their bounds, and the sizes
+ * and symbol buffers the later steps see. */
+static int learn_counts(tsm_model *m, int step, const char *function) {
+  const tsm_symbolic *sym = m->plan->symbolic;
+  tsm_dynamic *st = m->dyn;
+  int learned = 0;
+  for (int j = 0; j < sym->num_counted; ++j) {
+    const tsm_counted *c = &sym->counted[j];
+    if (c->step != step) continue;
+    int64_t count, bound = st->sizes[c->bound];
+    memcpy(&count, buffer_address(m, c->buffer), sizeof(count));
+    if (count < 0 || count > bound - 1) {
+      return fail("%s: %s: it counted %" PRId64 " results, outside 0..%" PRId64 " ('%s - 1', "
+                  "at most %s - 1); the kernel that counts them is wrong",
+                  function, c->message, count, bound - 1, sym->symbols[c->symbol],
+                  sym->size_texts[c->bound]);
     }
+    st->run_symbols[c->symbol] = count + 1;
+    learned = 1;
   }
+  if (!learned) return 0;
+  if (sym->compute_sizes(st->run_symbols, st->run_sizes) != 0) {
+    return fail("%s: the model's sizes overflow with the counts of step %d", function, step);
+  }
+  fill_symbol_buffers(m);
   return 0;
 }
 
@@ -1112,13 +1179,15 @@ static int run(tsm_model *m, double *step_ms, const char *function) {
     release(m);
     return -1;
   }
-  if (step_ms == NULL) {
-    for (int s = 0; s < plan->num_steps; ++s) plan->steps[s].fn(m->args_of_step[s]);
-  } else {
-    for (int s = 0; s < plan->num_steps; ++s) {
-      double start = now_ms();
-      plan->steps[s].fn(m->args_of_step[s]);
-      step_ms[s] = now_ms() - start;
+  int counts = m->dyn != NULL && plan->symbolic->num_counted > 0;
+  for (int s = 0; s < plan->num_steps; ++s) {
+    double start = step_ms != NULL ? now_ms() : 0.0;
+    plan->steps[s].fn(m->args_of_step[s]);
+    if (step_ms != NULL) step_ms[s] = now_ms() - start;
+    if (counts && learn_counts(m, s, function) != 0) {
+      m->has_run = 0;
+      release(m);
+      return -1;
     }
   }
   for (int i = 0; i < plan->num_checks; ++i) {
