@@ -46,7 +46,7 @@ def _positives(bound: int, batch: bool = False) -> Graph:
     positive = b.add1("gt", [row, b.constant("zero", np.float32(0))])
     count = b.add1("reduce_sum", [b.add1("cast", [positive], {"dtype": "int64"})],
                    {"axes": [0], "keepdims": False}, name="count")
-    n = b.counted_size(count, bound, "found", "node 'count' (test)")
+    n = b.counted_size(b.counted_symbol("found"), count, bound, "node 'count' (test)")
     head = b.add1("slice", [row], {"begin": [0], "end": [n], "step": [1]})
     doubled = b.add1("mul", [head, b.constant("two", np.float32(2))])
     total = b.add1("reduce_sum", [head], {"axes": [0], "keepdims": False})
@@ -128,3 +128,15 @@ def test_inspect_lists_the_counted_sizes(tmp_path: Path) -> None:
     assert "  found - 1 = the count of node 'count' (test) (step " in shown, shown
     assert "at most 13 - 1" in shown, shown
     assert "symbols    " not in shown, "a counted size is not taken from an input's shape"
+
+
+def test_a_count_is_an_int64_scalar_a_node_computes() -> None:
+    b = GraphBuilder("counts")
+    x = b.input("x", (12,), "float32")
+    found = b.counted_symbol("found")
+    count = b.add1("reduce_sum", [b.add1("cast", [x], {"dtype": "int64"})],
+                   {"axes": [0], "keepdims": False})
+    with pytest.raises(TypeError, match="a count is an int64 scalar"):
+        b.counted_size(found, x, 12, "node 'x'")
+    assert str(b.counted_size(found, count, 12, "node 'count'")) == "found - 1"
+    assert str(b.counted_symbol("found")) == "found_1", "a counted symbol's name is taken"

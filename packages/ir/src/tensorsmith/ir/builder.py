@@ -11,7 +11,7 @@ from .errors import ModelError, ShapeError
 from .graph import CountedSize, Graph, Node, Value
 from .host_sizes import ComputedSize, HostExpr
 from .op_registry import TensorType, get_op, tensor_bytes
-from .symbolic import Assumption, Dim, Sym, assuming, shape_text, symbol
+from .symbolic import Assumption, Dim, Sym, assuming, free_symbols, shape_text, symbol
 
 
 class GraphBuilder:
@@ -29,6 +29,7 @@ class GraphBuilder:
         self.computed: list[ComputedSize] = []
         self._computed_names: dict[str, Sym] = {}  # expression text -> its symbol
         self.counted: list[CountedSize] = []
+        self._reserved: set[str] = set()  # counted symbols named before their count
         self._names: set[str] = set()
 
     def unique(self, name: str) -> str:
@@ -66,23 +67,39 @@ class GraphBuilder:
         self._computed_names[value.text] = symbol(name)
         return self._computed_names[value.text]
 
-    def counted_size(self, count: Value, bound: Dim, hint: str, reason: str) -> Dim:
-        """The size that ``count`` (an int64 scalar a kernel writes: the boxes
-        NonMaxSuppression kept) holds once its node has run, at most ``bound``; it may be
-        0. Its symbol is the count plus one (graph.CountedSize), so the dim returned is
-        ``symbol - 1``. ``reason`` names the node."""
-        if count.dtype != "int64" or count.shape != ():
-            raise TypeError(f"a count is an int64 scalar, not {count!r}")
+    def counted_symbol(self, hint: str) -> Sym:
+        """A new symbol for a size a kernel will count (:meth:`counted_size` says which):
+        named first, so that the counting node's own outputs can have it in their shapes
+        (NonMaxSuppression's ``[n - 1, 3]``)."""
         name = self._fresh_symbol(hint)
-        self.counted.append(CountedSize(name, count, bound + 1, reason))
-        return symbol(name) - 1
+        self._reserved.add(name)
+        return symbol(name)
+
+    def counted_size(self, counted: Sym, count: Value, bound: Dim, reason: str) -> Dim:
+        """Make ``counted`` (from :meth:`counted_symbol`) the size that ``count`` (an int64
+        scalar a kernel writes) holds once its node has run, at most ``bound``; it may be
+        0. The symbol is the count plus one (graph.CountedSize), so the dim to write in
+        shapes, returned, is ``counted - 1``. ``reason`` names the node.
+
+        The counting node's outputs may have the size in their shapes only as their
+        outermost axis (after axes of 1): buffers are placed for the bound, and only then
+        are the rows the kernel writes where the count's shape puts them."""
+        if count.dtype != "int64" or count.shape != () or count.producer is None:
+            raise TypeError(f"a count is an int64 scalar a node computes, not {count!r}")
+        for v in count.producer.outputs:
+            axes = [d for d, n in enumerate(v.shape) if str(counted) in free_symbols(n)]
+            if axes and (axes != [axes[0]] or any(n != 1 for n in v.shape[:axes[0]])):
+                raise ValueError(f"{reason}: output {v!r} has the counted size '{counted}' "
+                                 "inside it, not as its outermost axis")
+        self.counted.append(CountedSize(str(counted), count, bound + 1, reason))
+        return counted - 1
 
     def _fresh_symbol(self, hint: str) -> str:
         """A symbol name from ``hint`` that no input, computed or counted size has."""
         base = re.sub(r"\W", "_", hint) or "n"
         base = base if base[0].isalpha() else f"n_{base}"
         name, k = base, 0
-        taken = ({c.name for c in (*self.computed, *self.counted)}
+        taken = ({c.name for c in (*self.computed, *self.counted)} | self._reserved
                  | {str(d) for v in self.inputs for d in v.shape if isinstance(d, Sym)})
         while name in taken:
             k += 1
