@@ -10,6 +10,7 @@ import sys
 from autotune_testing import HERE, convnet, matmul, mlp
 
 from tensorsmith.autotune.task import extract_tasks
+from tensorsmith.ir import GraphBuilder
 from tensorsmith.ir.build import fused_groups
 from tensorsmith.ir.lowering import workload_key
 
@@ -74,3 +75,13 @@ def test_groups_with_run_time_sizes_are_no_tasks() -> None:
     static = b.add1("matmul", [b.input("s", (4, 64), "float32"), w])
     tasks = extract_tasks(b.finish([dynamic, static]))
     assert [list(t.group.inputs[0].shape) for t in tasks] == [[4, 64]]
+
+
+def test_kernels_written_directly_are_no_tasks() -> None:
+    """NonZero's kernel is written as tensor IR (ir/direct.py): no schedule to tune."""
+    b = GraphBuilder()
+    x = b.input("x", (4, 5), "float32")
+    indices, count = b.add("nonzero", [b.add1("relu", [x], {}, "relu")], {}, "nz")
+    for target in ("llvm", "vulkan"):
+        tasks = extract_tasks(b.finish([indices, count]), target=target)
+        assert [t.name for t in tasks] == ["fused_relu"]

@@ -34,7 +34,8 @@ def lower_candidate(task: Task, steps: list[Step] | None) -> PrimFunc:
     task's target (what ``build`` uses without records, so it is the baseline every
     candidate is compared with and timed against)."""
     return lower_group(task.group, KERNEL, default_schedule(task.target), steps,
-                       task.constant_inputs, task.default_transforms)
+                       task.constant_inputs, task.default_transforms,
+                       Target.parse(task.target).family)
 
 
 def kernel_plan(func: PrimFunc, step_name: str, target: Target) -> Plan:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from tensorsmith.ir.build import fused_groups
+from tensorsmith.ir.direct import is_direct
 from tensorsmith.ir.graph import Graph, copy_nodes
 from tensorsmith.ir.lowering import (
     default_transforms,
@@ -85,12 +86,13 @@ def extract_tasks(mod: Graph, params: Mapping[str, np.ndarray] | None = None,
     """One :class:`Task` per distinct workload of ``mod``, in first-occurrence order.
     Groups with sizes known only at run time are no tasks: their kernels keep the
     default rules (schedules/cpu_dynamic.py), which no measurement at one size could
-    stand for."""
+    stand for; nor are kernels written directly as tensor IR (ir/direct.py), which have
+    no schedule to tune."""
     tgt = Target.parse(target)
     _, groups, _ = fused_groups(mod, params, opt_level, target=tgt)
     tasks: dict[str, Task] = {}
     for g in groups:
-        if has_symbolic_shapes(g):
+        if has_symbolic_shapes(g) or is_direct(g):
             continue
         key = workload_key(g)
         if key in tasks:

@@ -110,7 +110,7 @@ def _lower_once_per_workload(groups: list[FusedGroup], schedule: Callable[..., A
         if (key, usable, constant) not in by_key:
             by_key[key, usable, constant] = lower_group(
                 g, f"tsm_kernel_{len(by_key)}", schedule, steps if usable else None, constant,
-                default_transforms(g, family, constant))
+                default_transforms(g, family, constant), family)
         out.append(by_key[key, usable, constant])
     return out
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from tensorsmith.runtime.winograd import transformed_shape
 
 from . import te
+from .direct import is_direct, lower_direct
 from .errors import ModelError
 from .graph import Node, Value
 from .op_registry import TensorType, get_op
@@ -162,13 +163,17 @@ def transformed_start(inputs: list[Tensor], outputs: list[Tensor],
 def lower_group(group: FusedGroup, name: str, schedule: ScheduleFn,
                 steps: list[te.Step] | None = None,
                 constant_inputs: Sequence[int] | None = None,
-                transforms: Mapping[int, str] | None = None) -> PrimFunc:
-    """Lower a group with the default ``schedule``, or replay tuned ``steps``.
+                transforms: Mapping[int, str] | None = None, family: str = "cpu") -> PrimFunc:
+    """Lower a group with the default ``schedule``, or replay tuned ``steps``; a group
+    whose kernel is written directly as tensor IR (direct.py) takes neither, only the
+    target ``family`` ("cpu" or "gpu") it is written for.
 
     ``constant_inputs`` are the indices of the inputs that are weights (default: those
     whose value is constant in the graph); the schedule may store those transposed.
     ``transforms`` are the default's weight transforms (``default_transforms``); tuned
     steps name their own."""
+    if is_direct(group):
+        return _with_attrs(lower_direct(group, name, family), group, [])
     inputs, outputs = group_compute(
         group, weight_transforms(steps) if steps is not None else transforms)
     if steps is not None:
@@ -178,9 +183,14 @@ def lower_group(group: FusedGroup, name: str, schedule: ScheduleFn,
             constant_inputs = [i for i, v in enumerate(group.inputs) if v.is_constant]
         sched = schedule(outputs, constants=frozenset(inputs[i].name for i in constant_inputs),
                          start=transformed_start(inputs, outputs, transforms or {}))
-    func = te.lower(sched, inputs, outputs, name)
+    return _with_attrs(te.lower(sched, inputs, outputs, name), group, sched.steps)
+
+
+def _with_attrs(func: PrimFunc, group: FusedGroup, steps: Sequence[te.Step]) -> PrimFunc:
+    """``func`` with what every kernel records: its workload key (the tuning records'
+    key), the schedule steps it was lowered with, its ops and nodes."""
     func.attrs["workload"] = workload_key(group)
-    func.attrs["steps"] = [s.to_json() for s in sched.steps]
+    func.attrs["steps"] = [s.to_json() for s in steps]
     func.attrs["ops"] = [n.op for n in group.nodes]
     func.attrs["nodes"] = [n.name for n in group.nodes]
     return func

@@ -3,7 +3,10 @@
 Each op declares, in one place, everything the compiler needs to know about it: how its
 output types follow from its inputs (``infer``), what it computes in NumPy
 (``reference``: constant folding and the interpreter every test compares against), how it
-fuses (``pattern``), and how it lowers (``compute``: tensor expressions).
+fuses (``pattern``), and how it lowers: ``compute`` (tensor expressions, scheduled by
+rules or the auto-tuner), or, for the few ops whose kernel has loop-carried,
+data-dependent control flow that no tensor expression states (non-maximum suppression,
+NonZero's compaction), ``kernel``: tensor-IR statements written directly (direct.py).
 """
 
 from __future__ import annotations
@@ -91,6 +94,11 @@ Attrs = dict[str, Any]
 InferFn = Callable[[Sequence[TensorType], Attrs], list[TensorType]]
 ReferenceFn = Callable[[Sequence[np.ndarray], Attrs], list[np.ndarray]]
 ComputeFn = Callable[..., list[Any]]
+#: ``kernel(inputs, outputs, attrs, family) -> (statement, scratch)``: the body of an op's
+#: kernel written directly in the tensor IR, over the flat buffers of its inputs and
+#: outputs, for a target family ("cpu" or "gpu"), and the scratch buffers it uses
+#: (direct.py lowers it).
+KernelFn = Callable[[list[Any], list[Any], Attrs, str], tuple[Any, list[Any]]]
 
 
 @dataclass(frozen=True)
@@ -101,14 +109,20 @@ class OpDef:
     reference: ReferenceFn
     compute: ComputeFn | None = None
     num_inputs: tuple[int, int] = (1, 1)  # min, max
+    kernel: KernelFn | None = None
 
 
 REGISTRY: dict[str, OpDef] = {}
 
 
 def register(name: str, pattern: Pattern, infer: InferFn, reference: ReferenceFn,
-             compute: ComputeFn | None = None, num_inputs: tuple[int, int] = (1, 1)) -> OpDef:
-    op = OpDef(name, pattern, infer, reference, compute, num_inputs)
+             compute: ComputeFn | None = None, num_inputs: tuple[int, int] = (1, 1),
+             kernel: KernelFn | None = None) -> OpDef:
+    """Register an op. One with a ``kernel`` (written directly as tensor IR) is opaque
+    and has no ``compute``: nothing could fuse into a kernel no schedule builds."""
+    if kernel is not None and (pattern != Pattern.OPAQUE or compute is not None):
+        raise ValueError(f"op {name!r}: a kernel written directly is opaque and has no compute")
+    op = OpDef(name, pattern, infer, reference, compute, num_inputs, kernel)
     REGISTRY[name] = op
     return op
 

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .direct import is_direct
 from .errors import ModelError
 from .lowering import workload_key
 from .passes.fuse import FusedGroup
@@ -141,13 +142,14 @@ def applicable_steps(path: str | os.PathLike, target: Target, groups: Iterable[F
                      ) -> dict[str, list[Step]]:
     """The steps ``build`` applies per workload of ``groups``: its most preferred record
     that schedules the workload's compute (those that do not are skipped with a warning);
-    a workload without one is absent and gets the default schedule."""
+    a workload without one is absent and gets the default schedule, as does a kernel
+    written directly as tensor IR (direct.py: no schedule to replay)."""
     ranked = ranked_candidates(path, target)
     out: dict[str, list[Step]] = {}
     seen: set[str] = set()
     for group in groups:
         key = workload_key(group)
-        if key in seen:
+        if key in seen or is_direct(group):
             continue
         seen.add(key)
         for cand in ranked.get(key, ()):

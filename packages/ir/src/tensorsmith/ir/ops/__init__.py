@@ -4,6 +4,7 @@ from . import (  # noqa: F401
     argreduce,
     concat,
     conv,
+    detection,
     einsum,
     elementwise,
     expand,

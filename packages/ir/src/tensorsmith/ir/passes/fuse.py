@@ -9,8 +9,9 @@ Rules by fusion pattern (the ops' ``Pattern``), applied in topological order:
 - a reduction joins such a group when the group is elementwise/injective only
   (prologues: exp -> sum);
 - opaque ops and out-elementwise-fusable anchors (matmul, conv) start their own group;
-- ``standalone`` nodes (Concats done in place, see concat_views.py) are a group of their
-  own that nothing joins;
+- ``standalone`` nodes (Concats done in place, see concat_views.py) and ops whose kernel
+  is written directly as tensor IR (ir/direct.py: no schedule could add an epilogue to
+  it) are a group of their own that nothing joins;
 - an elementwise node that closes a diamond (``x * sigmoid(x)``, GELU's ``x * (1 +
   erf(x / sqrt 2))``, or ``(x * 0.5) * (1 + tanh(..x..))`` whose both sides are groups
   of their own) joins the group of ``x`` together with the elementwise groups on the
@@ -61,6 +62,7 @@ def fuse_ops(graph: Graph, enabled: bool = True,
              standalone: AbstractSet[int] = frozenset()) -> list[FusedGroup]:
     """The groups of ``graph``'s nodes; ``standalone`` holds ``id()`` of nodes that must
     stay alone."""
+    standalone = {*standalone, *(id(n) for n in graph.nodes if get_op(n.op).kernel is not None)}
     consumers = graph.consumers()
     output_ids = {v.uid for v in graph.results()}
     position = {id(n): i for i, n in enumerate(graph.nodes)}
