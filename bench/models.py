@@ -32,6 +32,7 @@ __all__ = [
     "resnet18",
     "resnet50",
     "sample_inputs",
+    "tiny_detector",
     "vit_small",
 ]
 
@@ -340,6 +341,76 @@ def lstm_model(
     return g.model(f"LSTM({input_size} -> {hidden}) + Gemm({classes}), seq {seq}")
 
 
+# ---- a detector with NonMaxSuppression at the end -------------------------------------
+
+
+def _anchors(grid: int, per_cell: int) -> np.ndarray:
+    """``[grid * grid * per_cell, 4]`` anchors (center y, center x, height, width) in [0, 1]:
+    one square and wider/taller ones per cell, the cells row-major."""
+    sizes = [(0.3, 0.3), (0.25, 0.4), (0.4, 0.25), (0.5, 0.5)][:per_cell]
+    rows = [((i + 0.5) / grid, (j + 0.5) / grid, h, w)
+            for i in range(grid) for j in range(grid) for h, w in sizes]
+    return np.asarray(rows, dtype=np.float32)
+
+
+def tiny_detector(
+    opset: int = 17,
+    batch: int | str = 1,
+    image: int = 64,
+    classes: int = 6,
+    per_cell: int = 3,
+    max_per_class: int = 20,
+    iou: float = 0.45,
+    score: float = 0.35,
+    seed: int = 0,
+) -> onnx.ModelProto:
+    """An SSDlite-shaped detector: a strided conv backbone to an 8x8 grid (for 64x64
+    images), box and class heads (1x1 convs), softmax scores without the background class,
+    anchors decoded to corner boxes, NonMaxSuppression, and the kept boxes, scores and
+    labels gathered with its indices, as torchvision's exported post-processing does. The
+    outputs' first axis is the number of detections, known only once NMS has run."""
+    g = GraphBuilder("tiny_detector", opset, seed)
+    x = g.input("image", [batch, 3, image, image])
+    h = relu6(g, conv_bn(g, x, 3, 16, 3, 2, bn=False))
+    h = relu6(g, conv_bn(g, h, 16, 32, 3, 2, bn=False))
+    h = relu6(g, conv_bn(g, h, 32, 32, 3, 2, bn=False))
+    grid = image // 8
+    count = grid * grid * per_cell
+
+    def head(outputs: int) -> str:
+        w = g.weight((per_cell * outputs, 32, 1, 1), 1.0 / math.sqrt(32), "head_W")
+        y = g.op("Conv", [h, w, g.const(g.normal((per_cell * outputs,), 0.1))])
+        y = g.op("Transpose", [y], perm=[0, 2, 3, 1])
+        return g.op("Reshape", [y, g.int64s([0, count, outputs])])
+
+    deltas = head(4)
+    logits = head(classes)
+    probs = g.op("Softmax", [g.op("Mul", [logits, g.scalar(3.0)])], axis=-1)
+    foreground = g.op("Slice", [probs, g.int64s([1]), g.int64s([classes]), g.int64s([2])])
+    scores = g.op("Transpose", [foreground], perm=[0, 2, 1])
+    anchors = _anchors(grid, per_cell)
+    centers = g.op("Add", [g.const(anchors[:, :2]), g.op("Mul", [
+        g.op("Slice", [deltas, g.int64s([0]), g.int64s([2]), g.int64s([2])]),
+        g.const(0.1 * anchors[:, 2:])])])
+    halves = g.op("Mul", [g.const(0.5 * anchors[:, 2:]), g.op("Exp", [g.op("Mul", [
+        g.op("Slice", [deltas, g.int64s([2]), g.int64s([4]), g.int64s([2])]),
+        g.scalar(0.2)])])])
+    boxes = g.op("Concat", [g.op("Sub", [centers, halves]), g.op("Add", [centers, halves])],
+                 axis=2)
+    selected = g.op("NonMaxSuppression", [boxes, scores, g.int64s([max_per_class]),
+                                          g.const(np.asarray([iou], np.float32)),
+                                          g.const(np.asarray([score], np.float32))])
+    where = g.op("Gather", [selected, g.int64s([0, 2])], axis=1)
+    detections = "detections"
+    g.output(g.op("GatherND", [boxes, where]), [detections, 4], name="boxes")
+    g.output(g.op("GatherND", [scores, selected]), [detections], name="scores")
+    label = g.op("Gather", [selected, g.const(np.asarray(1, np.int64))], axis=1)
+    g.output(g.op("Add", [label, g.const(np.asarray(1, np.int64))]), [detections],
+             TensorProto.INT64, name="labels")
+    return g.model(f"tiny detector: {image}x{image} images, {count} anchors, {classes - 1} "
+                   f"classes, NonMaxSuppression(max {max_per_class}, iou {iou}, score {score})")
+
+
 # ---- registry and inputs ------------------------------------------------------------
 
 MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
@@ -349,6 +420,7 @@ MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
     "bert_encoder": bert_encoder,
     "vit_small": vit_small,
     "lstm_model": lstm_model,
+    "tiny_detector": tiny_detector,
 }
 
 

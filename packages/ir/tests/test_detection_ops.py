@@ -125,9 +125,9 @@ def test_nonzero_matches_onnx_runtime(dtype: str, shape: tuple[int, ...]) -> Non
     for case in (x, np.zeros(shape, dtype)):
         want = _ort_nonzero(case)
         got, count = get_op("nonzero").reference([case], {})
-        assert got.shape == (len(shape), case.size) and int(count) == want.shape[1]
-        np.testing.assert_array_equal(got[:, :int(count)], want)
-        assert not got[:, int(count):].any()
+        assert got.shape == (case.size, len(shape)) and int(count) == want.shape[1]
+        np.testing.assert_array_equal(got[:int(count)].T, want)
+        assert not got[int(count):].any()
 
 
 def test_shapes_with_run_time_sizes() -> None:
@@ -141,7 +141,7 @@ def test_shapes_with_run_time_sizes() -> None:
     indices, found = b.add("nonzero", [scores], {}, "nz")
     assert selected.shape == (batch * classes * dim_min(n, 10), 3)
     assert count.shape == () and count.dtype == selected.dtype == "int64"
-    assert indices.shape == (3, batch * classes * n) and found.shape == ()
+    assert indices.shape == (batch * classes * n, 3) and found.shape == ()
 
 
 @pytest.mark.parametrize("boxes, scores, attrs, message", [

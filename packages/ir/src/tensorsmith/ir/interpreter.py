@@ -143,11 +143,14 @@ def _check_assumptions(graph: Graph, sizes: Mapping[str, int]) -> None:
 def _concrete_attrs(attrs: dict[str, Any], sizes: Mapping[str, int]) -> dict[str, Any]:
     """``attrs`` with each symbolic dim evaluated: a Sym, or a list of dims some of which
     are symbolic (as Syms or, after the text form, their text). A list that is not of
-    dims stays as it is."""
+    dims, or a string that is no dim of known sizes ("linear"), stays as it is."""
     out = dict(attrs)
     for key, value in attrs.items():
         if isinstance(value, Sym):
             out[key] = evaluate(value, sizes)
+        elif isinstance(value, str):  # a dim as the text form writes it, else a word
+            with contextlib.suppress(ValueError, KeyError):
+                out[key] = evaluate(parse_dim(value), sizes)
         elif isinstance(value, (list, tuple)) and any(isinstance(x, (Sym, str)) for x in value):
             with contextlib.suppress(ValueError, KeyError):
                 out[key] = [evaluate(parse_dim(x) if isinstance(x, str) else x, sizes)

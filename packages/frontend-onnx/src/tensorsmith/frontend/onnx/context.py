@@ -175,6 +175,18 @@ class NodeContext:
             value = value.item()
         return self.state.builder.size(value, f"{self._base}_{hint}", self.where)
 
+    def counted_symbol(self, hint: str) -> Sym:
+        """A symbol for a size a kernel of this node will count (the boxes
+        NonMaxSuppression keeps): put ``symbol - 1`` in the counting op's attrs, then name
+        the count with :meth:`counted`."""
+        return self.state.builder.counted_symbol(f"{self._base}_{hint}")
+
+    def counted(self, counted: Sym, count: Value, bound: Dim) -> Dim:
+        """``counted`` is learned from ``count`` (an int64 scalar this node's kernel
+        writes) once it has run, at most ``bound`` (builder.counted_size); the size it
+        gives, ``counted - 1``."""
+        return self.state.builder.counted_size(counted, count, bound, self.where)
+
     def require(self, condition: Any, why: str) -> None:
         """Refuse the run where ``condition`` (a host expression of 0 or 1) is 0, with
         ``why`` after this node's name (an axis the run gives must be in range); checked

@@ -1,8 +1,12 @@
 """Detection ops with data-dependent output: ``non_max_suppression`` and ``nonzero``.
 
 How many boxes NMS keeps, or how many elements are nonzero, is known only once the
-kernel has run. Both ops therefore give a padded result of the largest size the inputs
-allow, and a ``count``: the rows (columns) below it are ONNX's answer, the rest zero.
+kernel has run. Both ops therefore give one row per result, at most as many as the
+inputs allow, and a ``count``: the rows below it are the answer, the rest zero. With a
+``rows`` attribute (a counted size less one, builder.counted_size) the result has that
+many rows: the executor places it for the bound, learns the count once the kernel has
+run, and the later ops see the kept rows only (the interpreter's reference gives just
+those). ``nonzero``'s rows are ONNX's columns: a transpose after it gives ONNX's layout.
 Their kernels carry state from one candidate to the next (the greedy selection; the
 position of the next nonzero), which no tensor expression states: they are written
 directly as tensor IR (ir/direct.py, te/handwritten.py).
@@ -22,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..op_registry import Attrs, Pattern, TensorType, check, check_dim, register
+from ..op_registry import Attrs, Pattern, TensorType, attr_dim, check, check_dim, register
 from ..symbolic import Dim, dim_min, math_prod
 from ..te.expr import Expr, Load, binary, cast, const, select
 from ..te.handwritten import Local, at, load, loop, seq, spread, store
@@ -31,12 +35,25 @@ from ..te.stmt import Buffer, IfThenElse, Stmt
 # -- non_max_suppression ------------------------------------------------------------------
 
 
-def _nms_attrs(attrs: Attrs) -> tuple[int, int]:
+def _nms_attrs(attrs: Attrs) -> tuple[int, Dim]:
+    """center_point_box, and max_output: an int, or a size computed from an input's
+    value (its converter makes it at least 0)."""
     center = int(attrs.get("center_point_box", 0))
     check(center in (0, 1), f"non_max_suppression center_point_box must be 0 or 1, not {center}")
-    limit = int(attrs.get("max_output", 0))
-    check(limit >= 0, f"non_max_suppression max_output must be >= 0, not {limit}")
+    limit = attr_dim(attrs.get("max_output", 0), "non_max_suppression max_output")
+    check(not isinstance(limit, int) or limit >= 0,
+          f"non_max_suppression max_output must be >= 0, not {limit}")
     return center, limit
+
+
+def _rows(attrs: Attrs, padded: Dim) -> Dim:
+    """The result's rows: the counted size less one that ``rows`` names, else ``padded``."""
+    return attr_dim(attrs["rows"], "rows") if "rows" in attrs else padded
+
+
+def _counted(padded: np.ndarray, count: int, attrs: Attrs) -> np.ndarray:
+    """The reference's result: the kept rows only where the rows are counted."""
+    return padded[:count] if "rows" in attrs else padded
 
 
 def _nms_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
@@ -57,11 +74,11 @@ def _nms_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     check_dim(scores.shape[2], "==", boxes.shape[1],
               "non_max_suppression scores must have one per box")
     rows = _nms_rows(boxes.shape[0], scores.shape[1], boxes.shape[1], limit)
-    return [TensorType((rows, 3), "int64"), TensorType((), "int64")]
+    return [TensorType((_rows(attrs, rows), 3), "int64"), TensorType((), "int64")]
 
 
-def _nms_rows(batch: Dim, classes: Dim, boxes: Dim, limit: int) -> Dim:
-    """The padded output's rows: every (batch, class) keeping its most boxes."""
+def _nms_rows(batch: Dim, classes: Dim, boxes: Dim, limit: Dim) -> Dim:
+    """The most rows: every (batch, class) keeping its most boxes."""
     return batch * classes * dim_min(boxes, limit)
 
 
@@ -98,7 +115,7 @@ def _nms_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarra
     floor = np.float32(np.asarray(arrays[3]).reshape(-1)[0])
     center, limit = _nms_attrs(attrs)
     batch, classes, n = scores.shape
-    keep = min(n, limit)
+    keep = min(n, int(limit))
     out = np.zeros((batch * classes * keep, 3), np.int64)
     count = 0
     for b in range(batch):
@@ -115,7 +132,7 @@ def _nms_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarra
                 out[count] = (b, c, best)
                 count += 1
                 live &= ~_suppresses([x[best] for x in corners], corners, iou)
-    return [out, np.array(count, np.int64)]
+    return [_counted(out, count, attrs), np.array(count, np.int64)]
 
 
 def _box_corners(boxes: Buffer, b: Expr, i: Expr, center: int) -> tuple[Expr, ...]:
@@ -167,7 +184,8 @@ def _nms_kernel(inputs: list[Buffer], outputs: list[Buffer], attrs: Attrs, famil
     best live one and clear those it suppresses, writing the kept boxes to that pair's
     K rows (the rest marked -1). Then, in one sequential pass, move the kept rows to the
     front in order, zero the rest, and write the count. On a GPU the two parts are two
-    dispatches (te/dispatch.py), so the second sees all the first wrote."""
+    dispatches (te/dispatch.py), so the second sees all the first wrote. (With counted
+    rows, the result's rows while the kernel runs are the bound: the padded rows.)"""
     boxes, scores, iou_in, floor_in = inputs
     selected, count = outputs
     center, limit = _nms_attrs(attrs)
@@ -241,21 +259,22 @@ register("non_max_suppression", Pattern.OPAQUE, _nms_infer, _nms_reference,
 def _nonzero_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     x = inputs[0]
     check(len(x.shape) >= 1, "nonzero needs a tensor of rank >= 1")
-    return [TensorType((len(x.shape), math_prod(x.shape)), "int64"), TensorType((), "int64")]
+    rows = _rows(attrs, math_prod(x.shape))
+    return [TensorType((rows, len(x.shape)), "int64"), TensorType((), "int64")]
 
 
 def _nonzero_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarray]:
     x = np.asarray(arrays[0])
-    found = np.array(np.nonzero(x), np.int64).reshape(x.ndim, -1)
-    out = np.zeros((x.ndim, x.size), np.int64)
-    out[:, :found.shape[1]] = found
-    return [out, np.array(found.shape[1], np.int64)]
+    found = np.array(np.nonzero(x), np.int64).reshape(x.ndim, -1).T
+    out = np.zeros((x.size, x.ndim), np.int64)
+    out[:found.shape[0]] = found
+    return [_counted(out, found.shape[0], attrs), np.array(found.shape[0], np.int64)]
 
 
 def _nonzero_kernel(inputs: list[Buffer], outputs: list[Buffer], attrs: Attrs, family: str
                     ) -> tuple[Stmt, list[Buffer]]:
     """One sequential scan (on every target): each nonzero element's multi-index goes to
-    the next column; then the columns past the count are zeroed."""
+    the next row; then the rows past the count are zeroed."""
     (x,), (indices, count) = inputs, outputs
     shape = x.shape
     size = math_prod(shape)
@@ -264,16 +283,16 @@ def _nonzero_kernel(inputs: list[Buffer], outputs: list[Buffer], attrs: Attrs, f
 
     def visit(i: Expr) -> Stmt:
         element = Load(x, (i,), x.dtype)
-        write = seq(*(store(indices, [d, total.value], i // s % n if d else i // s)
+        write = seq(*(store(indices, [total.value, d], i // s % n if d else i // s)
                       for d, (s, n) in enumerate(zip(strides, shape))),
                     total.set(total.value + 1))
         return IfThenElse(cast("bool", element), write)
 
     def clear(j: Expr) -> Stmt:
         return IfThenElse(j >= total.value,
-                          seq(*(store(indices, [d, j], 0) for d in range(len(shape)))))
+                          seq(*(store(indices, [j, d], 0) for d in range(len(shape)))))
 
-    body = seq(total.set(0), loop(size, visit, "element"), loop(size, clear, "column"),
+    body = seq(total.set(0), loop(size, visit, "element"), loop(indices.shape[0], clear, "row"),
                store(count, [], total.value))
     return Local.scope([total], body), []
 

@@ -120,6 +120,9 @@ def add_index_checks(graph: Graph) -> Graph:
         outside = add("or", [below, above], {}, f"{prefix}_outside")
         as_int = add("cast", [outside], {"dtype": "int32"}, f"{prefix}_int")
         flag = add("reduce_max", [as_int], {"keepdims": False}, f"{prefix}_any")
+        if not indices.is_static:  # no indices at all (a count of 0): max's identity is
+            flag = add("max", [flag, Graph.constant(fresh(f"{prefix}_none"),  # not 0
+                                                    np.int32(0))], {}, f"{prefix}_none")
         graph.checks.append(Check(flag, _message(node, indices, axes)))
     graph.nodes += added
     return graph

@@ -6,6 +6,7 @@ from . import (  # noqa: F401
     constants,
     control,
     conv,
+    detection,
     elementwise,
     indexing,
     linalg,

@@ -1,5 +1,5 @@
 """Ops that make tensors from attributes, constant inputs or static shapes: Constant,
-ConstantOfShape, Range, NonZero, EyeLike, and the masks of Trilu and OneHot.
+ConstantOfShape, Range, EyeLike, and the masks of Trilu and OneHot.
 
 ConstantOfShape and Range also take sizes known only at run time (a mask of
 ``[batch, seq]``, the positions ``0..seq-1``): those tensors are computed at run time from
@@ -167,14 +167,6 @@ def _surely_nonnegative(d: Dim) -> bool:
         return bool(d >= 0)
     except SymbolicDimError:
         return False
-
-
-@converter("NonZero", since=9)
-def convert_nonzero(ctx: NodeContext) -> Value:
-    """Its output shape depends on the data, so only a constant input can be taken."""
-    x = ctx.constant(0, "X")
-    return ctx.const(np.asarray(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1),
-                     hint="nonzero")
 
 
 @converter("Trilu", since=14)

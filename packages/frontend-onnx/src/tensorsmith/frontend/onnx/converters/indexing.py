@@ -1,10 +1,10 @@
 """Indexing ops with run-time indices: GatherElements, GatherND, the scatters
 (ScatterElements, Scatter, ScatterND, TensorScatter), running sums and products (CumSum,
-CumProd), TopK, Compress and ReverseSequence.
+CumProd), TopK and ReverseSequence (Compress: detection.py).
 
 The data and the indices are run-time tensors. What decides an output *shape* or the
-axis a kernel runs along (TopK's k, CumSum's axis, Compress's condition) is a constant,
-or, for TopK's k and CumSum's axis, a small graph input whose value the run gives: then
+axis a kernel runs along (TopK's k, CumSum's axis) is a constant, or a small graph
+input whose value the run gives: then
 the sizes it decides are computed on the host before each run (host_sizes.py), and the
 model compiles once for every value.
 """
@@ -18,7 +18,7 @@ import numpy as np
 
 from tensorsmith.ir.graph import Value
 from tensorsmith.ir.host_sizes import HostExpr, is_run_time, where
-from tensorsmith.ir.symbolic import Dim, math_prod, shape_text
+from tensorsmith.ir.symbolic import Dim, shape_text
 
 from ..context import NodeContext
 from ..registry import converter
@@ -170,24 +170,6 @@ def convert_topk(ctx: NodeContext) -> list[Value]:
     if not 0 <= k <= x.shape[axis]:
         raise ctx.error(f"K={k} for an axis of {x.shape[axis]}")
     return ctx.add_multi("topk", [x], {"k": k, "axis": axis, "largest": largest})
-
-
-@converter("Compress", since=9)
-def convert_compress(ctx: NodeContext) -> Value:
-    """The condition decides the output's shape, so it must be a constant: the result is
-    a Gather of the selected positions (of the flattened input without ``axis``)."""
-    x = ctx.input(0)
-    condition = np.asarray(ctx.constant(1, "condition")).reshape(-1).astype(bool)
-    axis = ctx.attr("axis")
-    if axis is None:
-        x = reshape(ctx, x, (math_prod(x.shape),))
-        axis = 0
-    axis = normalize_axis(ctx, int(axis), len(x.shape))
-    if condition.size > x.shape[axis]:
-        raise ctx.error(f"condition has {condition.size} entries for an axis of "
-                        f"{x.shape[axis]}")
-    picked = np.nonzero(condition)[0].astype(np.int64)
-    return ctx.add("gather", [x, ctx.const(picked, hint="picked")], {"axis": axis})
 
 
 @converter("ReverseSequence", since=10)

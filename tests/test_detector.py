@@ -1,0 +1,105 @@
+"""A detector with NonMaxSuppression at the end (bench/models.py's tiny_detector: conv
+backbone, box and class heads, anchors decoded, NMS, the kept boxes, scores and labels
+gathered): it compiles once and matches ONNX Runtime on every target, for images that
+keep different numbers of boxes, none included, and with a batch size given at run
+time. NonZero and Compress with a condition the run gives, the other ops whose output
+sizes the data decides, are checked here too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import tensorsmith.runtime as rt
+from bench.models import sample_inputs, tiny_detector
+from tensorsmith.frontend.onnx import from_onnx
+from tensorsmith.ir import build
+from tensorsmith.ir.text import print_graph
+
+TARGETS = [pytest.param(("llvm", "0"), id="llvm"),
+           pytest.param(("vulkan", "0"), id="vulkan-mapped", marks=pytest.mark.vulkan),
+           pytest.param(("vulkan", "1"), id="vulkan-staging", marks=pytest.mark.vulkan),
+           pytest.param(("opencl", "0"), id="opencl", marks=pytest.mark.opencl)]
+
+
+@pytest.fixture(params=TARGETS)
+def target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    name, staging = request.param
+    monkeypatch.setenv("TSM_VULKAN_STAGING", staging)
+    return name
+
+
+def _compile(model: onnx.ModelProto, target: str, tmp_path: Path) -> rt.Module:
+    graph, params = from_onnx(model)
+    assert "  counted " in print_graph(graph), "the output size should be counted, not fixed"
+    path = tmp_path / ("model.so" if target == "llvm" else "model.tsm")
+    build(graph, target=target, params=params).export_library(path)
+    return rt.load(path)
+
+
+def _assert_matches(model: onnx.ModelProto, module: rt.Module,
+                    feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    got = module.run(feeds)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        if np.issubdtype(w.dtype, np.integer):
+            np.testing.assert_array_equal(g, w)
+        else:
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    return got
+
+
+def test_the_detector_matches_onnx_runtime(target: str, tmp_path: Path) -> None:
+    model = tiny_detector()
+    module = _compile(model, target, tmp_path)
+    kept = {_assert_matches(model, module, sample_inputs(model, seed=seed))[0].shape[0]
+            for seed in range(4)}
+    assert len(kept) > 1, "the images should keep different numbers of boxes"
+
+
+def test_a_detector_that_keeps_nothing(target: str, tmp_path: Path) -> None:
+    model = tiny_detector(score=1.0)  # no softmax score is above 1
+    module = _compile(model, target, tmp_path)
+    boxes, scores, labels = _assert_matches(model, module, sample_inputs(model, seed=0))
+    assert boxes.shape == (0, 4) and scores.shape == (0,) and labels.shape == (0,)
+
+
+def test_the_detector_with_a_batch_given_at_run_time(tmp_path: Path) -> None:
+    model = tiny_detector(batch="batch")
+    module = _compile(model, "llvm", tmp_path)
+    for batch in (2, 1, 3):
+        _assert_matches(model, module, sample_inputs(model, seed=batch, dims={"batch": batch}))
+
+
+def _one_node(op: str, inputs: list[tuple[str, int, list[int | str]]], output_rank: int,
+              output_type: int, opset: int = 17, **attrs: object) -> onnx.ModelProto:
+    node = helper.make_node(op, [n for n, _, _ in inputs], ["y"], name="node", **attrs)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+        [helper.make_tensor_value_info("y", output_type, [None] * output_rank)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_nonzero_finds_what_the_run_gives(target: str, tmp_path: Path) -> None:
+    model = _one_node("NonZero", [("x", TensorProto.FLOAT, [3, 5, 4])], 2, TensorProto.INT64)
+    module = _compile(model, target, tmp_path)
+    rng = np.random.default_rng(0)
+    for density in (0.3, 0.0, 1.0, 0.05):
+        x = (rng.random((3, 5, 4)) < density) * rng.standard_normal((3, 5, 4))
+        _assert_matches(model, module, {"x": x.astype(np.float32)})
+
+
+def test_compress_with_a_condition_the_run_gives(target: str, tmp_path: Path) -> None:
+    model = _one_node("Compress", [("x", TensorProto.FLOAT, [4, 6]),
+                                   ("condition", TensorProto.BOOL, [6])], 2, TensorProto.FLOAT,
+                      axis=1)
+    module = _compile(model, target, tmp_path)
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    for picked in ([1, 0, 1, 1, 0, 0], [0] * 6, [1] * 6):
+        _assert_matches(model, module, {"x": x, "condition": np.array(picked, bool)})
