@@ -40,6 +40,8 @@ BENCH_CONFIGS: dict[str, dict[str, Any]] = {
 # also accepted by --models, not run by default
 EXTRA_CONFIGS: dict[str, dict[str, Any]] = {
     "lstm_model": {"opset": 17, "batch": 1},
+    # SSDlite-sized post-processing: 4800 anchors, 20 classes, NMS at the end
+    "tiny_detector": {"opset": 17, "batch": 1, "image": 320, "classes": 21},
 }
 
 

@@ -146,8 +146,9 @@ def _concrete_attrs(attrs: dict[str, Any], sizes: Mapping[str, int]) -> dict[str
     dims, or a string that is no dim of known sizes ("linear"), stays as it is."""
     out = dict(attrs)
     for key, value in attrs.items():
-        if isinstance(value, Sym):
-            out[key] = evaluate(value, sizes)
+        if isinstance(value, Sym):  # (a size counted by this very node is not known yet)
+            with contextlib.suppress(KeyError):
+                out[key] = evaluate(value, sizes)
         elif isinstance(value, str):  # a dim as the text form writes it, else a word
             with contextlib.suppress(ValueError, KeyError):
                 out[key] = evaluate(parse_dim(value), sizes)

@@ -50,6 +50,10 @@
  *  an input's shape is set, and until the first run for the outputs, every symbol is 1.
  *  The model places its buffers again only when the symbols change, reusing its memory
  *  while it is large enough; a run allocates otherwise nothing.
+ *  Some sizes are counted by a kernel during the run (NonMaxSuppression's kept boxes,
+ *  NonZero's elements): the buffers are placed for the most there could be, and an
+ *  output's shape is the run's count (which may be 0) once tsm_model_run has returned;
+ *  before the first run it is that most.
  */
 #ifndef TENSORSMITH_RUNTIME_H
 #define TENSORSMITH_RUNTIME_H
