@@ -22,15 +22,16 @@ pair with an empty intersection, or a box of zero or negative area, never suppre
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from ..op_registry import Attrs, Pattern, TensorType, attr_dim, check, check_dim, register
 from ..symbolic import Dim, dim_min, math_prod
-from ..te.expr import Expr, Load, binary, cast, const, select
+from ..te.expr import Expr, Load, Var, binary, cast, const, select
 from ..te.handwritten import Local, at, load, loop, seq, spread, store
-from ..te.stmt import Buffer, IfThenElse, Stmt
+from ..te.stmt import Buffer, For, IfThenElse, Stmt
+from ..te.symbols import extent_value
 
 # -- non_max_suppression ------------------------------------------------------------------
 
@@ -180,18 +181,22 @@ def _suppresses_kept(g: Local, threshold: Expr) -> tuple[Stmt, Expr]:
 
 def _nms_kernel(inputs: list[Buffer], outputs: list[Buffer], attrs: Attrs, family: str
                 ) -> tuple[Stmt, list[Buffer]]:
-    """Per (batch, class), in parallel: mark the candidates, then up to K times take the
-    best live one and clear those it suppresses, writing the kept boxes to that pair's
-    K rows (the rest marked -1). Then, in one sequential pass, move the kept rows to the
-    front in order, zero the rest, and write the count. On a GPU the two parts are two
-    dispatches (te/dispatch.py), so the second sees all the first wrote. (With counted
-    rows, the result's rows while the kernel runs are the bound: the padded rows.)"""
+    """Per (batch, class), in parallel: list the candidates (the boxes above the score
+    threshold), then up to K times take the best one still in and drop those it
+    suppresses, writing the kept boxes to that pair's K rows (the rest marked -1): each
+    pass reads the candidates only, O(N + K * candidates). Then, in one sequential
+    pass, move the kept rows to the front in order, zero the rest, and write the count.
+    On a GPU the two parts are two dispatches (te/dispatch.py), so the second sees all
+    the first wrote. (With counted rows, the result's rows while the kernel runs are the
+    bound: the padded rows.)"""
     boxes, scores, iou_in, floor_in = inputs
     selected, count = outputs
     center, limit = _nms_attrs(attrs)
     batch, classes, n = scores.shape
     keep = dim_min(n, limit)
     live = Buffer("live", (batch * classes, n), "int32")
+    listed = family != "gpu"  # candidates listed, or flagged per box (see ``mark``)
+    out = -1 if listed else 0  # what ``live`` holds for a candidate that is out
     zero = const(0)
     iou = load(iou_in, *([zero] * len(iou_in.shape)))
     floor = load(floor_in, *([zero] * len(floor_in.shape)))
@@ -199,40 +204,60 @@ def _nms_kernel(inputs: list[Buffer], outputs: list[Buffer], attrs: Attrs, famil
     def pair(bc: Expr) -> Stmt:
         b, c = bc // classes, bc % classes
         best, top, kept = Local("best", "int64"), Local("top", "float32"), Local("kept", "int64")
+        chosen, found = Local("chosen", "int64"), Local("found", "int64")
         geometry = Local("geometry", "float32", _CUT + 5)
 
         def score(i: Expr) -> Expr:  # scores[b, c, i], whose flat index is live's
             return Load(scores, (at(live, bc, i),), scores.dtype)
 
-        def is_live(i: Expr) -> Expr:
-            return load(live, bc, i).ne(0)
+        def over_candidates(body: Callable[[Expr, Expr], Stmt], name: str) -> Stmt:
+            """``body(j, box)`` for each candidate ``j`` still in: a loop as long as the
+            list, ``live[bc, j]`` its box (-1 once out); on a GPU, over every box, ``live``
+            a flag per box (see below)."""
+            j = Var(name)
+            if not listed:
+                return For(j, extent_value(n), "serial",
+                           IfThenElse(load(live, bc, j).ne(0), body(j, j)))
+            box = load(live, bc, j).astype("int64")
+            return For(j, found.value, "serial", IfThenElse(box >= 0, body(j, box)))
 
-        def suppress(i: Expr) -> Stmt:
+        def suppress(j: Expr, box: Expr) -> Stmt:
             cut, overlaps = _suppresses_kept(geometry, iou)
-            return IfThenElse(is_live(i), seq(
-                _geometry(geometry, _OTHER, _box_corners(boxes, b, i, center)), cut,
-                IfThenElse(overlaps, store(live, [bc, i], 0))))
+            return seq(_geometry(geometry, _OTHER, _box_corners(boxes, b, box, center)), cut,
+                       IfThenElse(overlaps, store(live, [bc, j], out)))
 
         def take(k: Expr) -> Stmt:
-            search = loop(n, lambda i: IfThenElse(
-                _all(is_live(i), binary("or", best.value < 0, score(i) > top.value)),
-                seq(best.set(i), top.set(score(i)))), "box")
+            search = over_candidates(lambda j, box: IfThenElse(
+                binary("or", best.value < 0, score(box) > top.value),
+                seq(chosen.set(j), best.set(box), top.set(score(box)))), "candidate")
             row = bc * keep + kept.value
-            found = seq(store(live, [bc, best.value], 0),
-                        store(selected, [row, 0], b), store(selected, [row, 1], c),
-                        store(selected, [row, 2], best.value), kept.set(kept.value + 1),
-                        _geometry(geometry, _KEPT, _box_corners(boxes, b, best.value, center)),
-                        loop(n, suppress, "box"))
+            keep_best = seq(store(live, [bc, chosen.value], out),
+                            store(selected, [row, 0], b), store(selected, [row, 1], c),
+                            store(selected, [row, 2], best.value), kept.set(kept.value + 1),
+                            _geometry(geometry, _KEPT,
+                                      _box_corners(boxes, b, best.value, center)),
+                            over_candidates(suppress, "candidate"))
             # once a search finds nothing, every later one would not either
             return IfThenElse(kept.value.eq(k), seq(best.set(-1), top.set(float("-inf")), search,
-                                                    IfThenElse(best.value >= 0, found)))
+                                                    IfThenElse(best.value >= 0, keep_best)))
 
-        mark = loop(n, lambda i: store(live, [bc, i], select(
-            binary("or", score(i) > floor, floor.eq(float("-inf"))), 1, 0)), "box")
+        # the candidates, in box order (so the first of equal scores is the lower box),
+        # listed at the front of the pair's row of ``live``: the searches read only them.
+        # (On a GPU a flag per box instead: lavapipe computed wrong results reading boxes
+        # at indices loaded from the list; the flags are the slower, proven form.)
+        def passes(i: Expr) -> Expr:
+            return binary("or", score(i) > floor, floor.eq(float("-inf")))
+
+        if listed:
+            mark = seq(found.set(0), loop(n, lambda i: IfThenElse(
+                passes(i), seq(store(live, [bc, found.value], i),
+                               found.set(found.value + 1))), "box"))
+        else:
+            mark = loop(n, lambda i: store(live, [bc, i], select(passes(i), 1, 0)), "box")
         empty = loop(keep, lambda k: seq(*(store(selected, [bc * keep + k, j], -1 if j == 0 else 0)
                                            for j in range(3))), "slot")
         body = seq(kept.set(0), mark, empty, loop(keep, take, "pick"))
-        return Local.scope([best, top, kept, geometry], body)
+        return Local.scope([best, top, kept, chosen, found, geometry], body)
 
     rows = selected.shape[0]
     total = Local("total", "int64")
