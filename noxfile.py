@@ -59,6 +59,9 @@ ENTRY_POINTS = {
     "tensorsmith": ("console_scripts", "tensorsmith", "tensorsmith.cli.main:main"),
 }
 NAMESPACES = ("tensorsmith", "tensorsmith/frontend", "tensorsmith/codegen")
+# subpackages a wheel ships besides its own (PACKAGES' import path): the full stack's
+# quantizer, a library of its own that needs the whole compiler
+EXTRA_SUBPACKAGES: dict[str, tuple[str, ...]] = {"tensorsmith": ("tensorsmith/quantize",)}
 # onnx is pinned: the conformance record is tied to it; ziglang cross-links the aarch64 tests
 # matplotlib draws tune's curves (the autotune `plot` extra): installed so their tests run
 TEST_DEPS = ["pytest>=8", "pytest-xdist", "pytest-timeout", "onnxruntime", "distributed",
@@ -185,7 +188,7 @@ def check_wheel(wheel: Path, folder: str) -> list[str]:
     """Problems with one wheel: files outside its own subpackage, namespace __init__.py
     files, source files (data included) missing, entry points missing, no LICENSE or
     py.typed."""
-    sub = PACKAGES[folder][1]
+    subs = (PACKAGES[folder][1], *EXTRA_SUBPACKAGES.get(folder, ()))
     problems: list[str] = []
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
@@ -194,22 +197,23 @@ def check_wheel(wheel: Path, folder: str) -> list[str]:
         ep_text = zf.read(entry_points).decode() if entry_points else ""
     files = [n for n in names if n not in dist_info]
     for name in files:
-        if not name.startswith(sub + "/"):
-            problems.append(f"{wheel.name}: {name} is outside {sub}/")
+        if not any(name.startswith(sub + "/") for sub in subs):
+            problems.append(f"{wheel.name}: {name} is outside {' and '.join(subs)}")
         if any(name == f"{ns}/__init__.py" for ns in NAMESPACES):
             problems.append(f"{wheel.name}: ships namespace {name}")
     src = ROOT / "packages" / folder / "src"
-    for path in sorted((src / sub).rglob("*")):
-        rel = path.relative_to(src).as_posix()
-        generated = "__pycache__" in rel or rel.endswith((".pyc", ".so"))
-        if path.is_file() and not generated and rel not in files:
-            problems.append(f"{wheel.name}: missing {rel}")
-    if not any(n.endswith("/__init__.py") and n.count("/") == sub.count("/") + 1 for n in files):
-        problems.append(f"{wheel.name}: no {sub}/__init__.py")
+    for sub in subs:
+        for path in sorted((src / sub).rglob("*")):
+            rel = path.relative_to(src).as_posix()
+            generated = "__pycache__" in rel or rel.endswith((".pyc", ".so"))
+            if path.is_file() and not generated and rel not in files:
+                problems.append(f"{wheel.name}: missing {rel}")
+        if f"{sub}/__init__.py" not in files:
+            problems.append(f"{wheel.name}: no {sub}/__init__.py")
+        if f"{sub}/py.typed" not in files:
+            problems.append(f"{wheel.name}: no {sub}/py.typed")
     if not any(n.endswith(".dist-info/licenses/LICENSE") for n in dist_info):
         problems.append(f"{wheel.name}: no LICENSE in its .dist-info")
-    if f"{sub}/py.typed" not in files:
-        problems.append(f"{wheel.name}: no {sub}/py.typed")
     if folder in ENTRY_POINTS:
         group, ep_name, value = ENTRY_POINTS[folder]
         if f"[{group}]" not in ep_text or f"{ep_name} = {value}" not in ep_text:

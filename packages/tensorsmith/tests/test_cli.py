@@ -44,7 +44,7 @@ def test_help_lists_commands_and_examples():
         assert word in proc.stdout
 
 
-@pytest.mark.parametrize("command", ["compile", "run", "tune", "inspect", "compare"])
+@pytest.mark.parametrize("command", ["compile", "run", "tune", "inspect", "compare", "quantize"])
 def test_subcommand_help_has_an_example(command):
     proc = tsm(command, "--help")
     assert proc.returncode == 0, proc.stderr

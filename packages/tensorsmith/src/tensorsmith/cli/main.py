@@ -17,7 +17,14 @@ import traceback
 from collections.abc import Sequence
 from importlib import metadata
 
-from tensorsmith.cli import compare_cmd, compile_cmd, inspect_cmd, run_cmd, tune_cmd
+from tensorsmith.cli import (
+    compare_cmd,
+    compile_cmd,
+    inspect_cmd,
+    quantize_cmd,
+    run_cmd,
+    tune_cmd,
+)
 from tensorsmith.cli._common import CliError
 
 PROG = "tensorsmith"
@@ -30,6 +37,7 @@ examples:
   tensorsmith run mlp.so --profile --trace mlp.trace.json
   tensorsmith inspect mlp.so
   tensorsmith compare examples/mlp.onnx --input-shape input:1,784
+  tensorsmith quantize model.onnx --calib calib.npz -o model.int8.onnx
 
 Run 'tensorsmith COMMAND --help' for the options of one command.
 
@@ -111,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune_cmd.add_parser(sub, [common])
     inspect_cmd.add_parser(sub, [common])
     compare_cmd.add_parser(sub, [common])
+    quantize_cmd.add_parser(sub, [common])
     return parser
 
 
