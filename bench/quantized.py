@@ -1,0 +1,141 @@
+"""A model quantized by ``tensorsmith quantize``: accuracy against the float model, and
+speed of both next to ONNX Runtime's, float and int8, in the same process.
+
+    python bench/quantized.py                                  # ResNet-50, 224x224
+    python bench/quantized.py --model resnet18 --calib 8 --eval 16 --repeat 10
+
+The float model (bench/models.py, random but fixed weights) is quantized post-training
+(int8 per-channel weights, uint8 activations, ranges from ``--method`` on ``--calib``
+seeded random images); ``--eval`` other images give the top-1 agreement of the int8
+model with the float one, run by tensorsmith and by ONNX Runtime. Then four engines are
+timed in alternating blocks, 2 threads each: tensorsmith float, tensorsmith on the QDQ
+model, ONNX Runtime float, ONNX Runtime on the QDQ model (its int8 kernels). Prints the
+table, writes bench/results/quantized_<model>_<isa>_<date>.txt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+import onnx
+
+import tensorsmith.runtime as rt
+from bench.measure import interleaved
+from bench.model_bench import ort_session
+from bench.models import MODELS, input_shapes
+from bench.report import environment, format_table
+from tensorsmith.frontend.onnx import from_onnx
+from tensorsmith.ir import build
+from tensorsmith.quantize import quantize
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _images(model: onnx.ModelProto, count: int, seed: int) -> list[dict[str, np.ndarray]]:
+    """``count`` seeded random inputs, standard normal (like bench.models.sample_inputs)."""
+    rng = np.random.default_rng(seed)
+    shapes = input_shapes(model)
+    return [{name: rng.standard_normal(shape).astype(np.float32)
+             for name, shape in shapes.items()} for _ in range(count)]
+
+
+def _compile(model: onnx.ModelProto, path: Path) -> Any:
+    graph, params = from_onnx(model, shape=input_shapes(model))
+    build(graph, target="llvm", params=params).export_library(path)
+    module = rt.load(path)
+    module.set_num_threads(2)
+    return module
+
+
+def _top1(outputs: list[np.ndarray]) -> np.ndarray:
+    return np.array([int(np.argmax(o.reshape(-1))) for o in outputs])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="resnet50", choices=sorted(MODELS))
+    parser.add_argument("--method", default="minmax", choices=["minmax", "percentile",
+                                                                "entropy"])
+    parser.add_argument("--calib", type=int, default=16, help="calibration images")
+    parser.add_argument("--eval", type=int, default=32, help="images for top-1 agreement")
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+
+    model = MODELS[args.model](opset=17, batch=1)
+    calib = _images(model, args.calib, seed=1)
+    evaluation = _images(model, args.eval, seed=2)
+    result = quantize(model, calib, method=args.method, evaluate_accuracy=False)
+    qdq = result.model
+    work = Path(tempfile.mkdtemp(prefix="tsm-quantized-"))
+    float_path, qdq_path = work / "float.onnx", work / "int8.onnx"
+    onnx.save(model, float_path)
+    onnx.save(qdq, qdq_path)
+
+    ts_float = _compile(model, work / "float.so")
+    ts_int8 = _compile(qdq, work / "int8.so")
+    ort_float = ort_session(model, args.threads)
+    ort_int8 = ort_session(qdq, args.threads)
+    name = model.graph.input[0].name
+
+    def run_all(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return [ts_float.run(feeds)[0], ts_int8.run(feeds)[0],
+                ort_float.run(None, feeds)[0], ort_int8.run(None, feeds)[0]]
+
+    tops = np.array([_top1([o]) for feeds in evaluation for o in run_all(feeds)]
+                    ).reshape(args.eval, 4)
+    agree_ts = float(np.mean(tops[:, 1] == tops[:, 0]))
+    agree_ort = float(np.mean(tops[:, 3] == tops[:, 2]))
+    diffs = [run_all(f) for f in evaluation[:4]]
+    rel = max(float(np.max(np.abs(d[1] - d[0])) / np.max(np.abs(d[0]))) for d in diffs)
+    feeds = evaluation[0]
+    stats = interleaved([lambda: ts_float.run(feeds), lambda: ts_int8.run(feeds),
+                         lambda: ort_float.run(None, {name: feeds[name]}),
+                         lambda: ort_int8.run(None, {name: feeds[name]})], args.repeat)
+    env = environment(args.threads)
+    rows = [[engine, f"{s.median:.2f} ({s.min:.2f})"] for engine, s in zip(
+        ["tensorsmith float32", "tensorsmith int8 (QDQ)", "ONNX Runtime float32",
+         "ONNX Runtime int8 (QDQ)"], stats)]
+    sizes = {p.name: p.stat().st_size for p in (float_path, qdq_path,
+                                                 work / "float.so", work / "int8.so")}
+    lines = [
+        f"{args.model}, 1x3x224x224, quantized by tensorsmith quantize ({args.method}, "
+        f"{args.calib} calibration images, seeded random): {len(result.quantized_nodes)} "
+        "nodes quantized",
+        f"host: {env['isa']} ({env['processor'] or env['machine']}), {args.threads} threads "
+        "per engine",
+        f"top-1 agreement with the float model on {args.eval} other images: tensorsmith "
+        f"{agree_ts:.0%}, ONNX Runtime {agree_ort:.0%}; largest relative difference of the "
+        f"logits (tensorsmith, 4 images) {rel:.3f}",
+        f"files: float.onnx {sizes['float.onnx']:,} B, int8.onnx {sizes['int8.onnx']:,} B, "
+        f"float.so {sizes['float.so']:,} B, int8.so {sizes['int8.so']:,} B",
+        "",
+        format_table(["engine", "ms median (min)"], rows),
+        "",
+        f"int8/float, tensorsmith: {stats[1].median / stats[0].median:.2f}; ONNX Runtime int8 "
+        f"vs tensorsmith int8: {stats[1].median / stats[3].median:.2f}x "
+        "(> 1: ONNX Runtime faster)",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    RESULTS.mkdir(exist_ok=True)
+    isa = env["isa"]
+    out = RESULTS / f"quantized_{args.model}_{isa}_{datetime.date.today()}.txt"
+    out.write_text(f"$ python bench/quantized.py {' '.join(argv or sys.argv[1:])}\n\n{text}\n")
+    print(f"\nwritten to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
