@@ -1,5 +1,5 @@
-"""Ops whose output sizes depend on the data: NonMaxSuppression, NonZero, and Compress
-with a condition the run gives.
+"""Ops whose output sizes depend on the data: NonMaxSuppression, NonZero, Unique, and
+Compress with a condition the run gives.
 
 Their kernels count what they keep while they run (ops/detection.py). The converter
 names a counted size for that count (builder.counted_size): the executor places the
@@ -14,6 +14,7 @@ import numpy as np
 
 from tensorsmith.ir.graph import Value
 from tensorsmith.ir.host_sizes import host_max, is_run_time
+from tensorsmith.ir.op_registry import get_op
 from tensorsmith.ir.symbolic import Dim, dim_min, math_prod
 
 from ..context import NodeContext
@@ -60,6 +61,28 @@ def convert_nonzero(ctx: NodeContext) -> Value:
     if not x.shape:
         raise ctx.error("the input is a scalar; NonZero takes a tensor of rank >= 1")
     return transpose(ctx, _found(ctx, x, "found"), [1, 0])
+
+
+@converter("Unique", since=11)
+def convert_unique(ctx: NodeContext) -> list[Value]:
+    """Y, indices, inverse_indices and counts of the flattened input (all four are
+    computed, whichever the node asks for): Y, indices and counts have one entry per
+    distinct value, counted by the kernel (ops/unique.py); a constant input folds."""
+    x = ctx.input(0)
+    if ctx.attr("axis") is not None:
+        raise ctx.error("Unique with an axis (distinct slices along it) is not supported; "
+                        "only without one (the input flattened)")
+    order = int(ctx.attr("sorted", 1))
+    if order not in (0, 1):
+        raise ctx.error(f"sorted must be 0 or 1, got {order}")
+    if x.data is not None:
+        *found, total = get_op("unique").reference([x.data], {"sorted": order})
+        return [ctx.const(a if k == 2 else a[:int(total)], hint=name) for k, (a, name) in
+                enumerate(zip(found, ("unique", "indices", "inverse_indices", "counts")))]
+    distinct = ctx.counted_symbol("distinct")
+    *outputs, total = ctx.add_multi("unique", [x], {"sorted": order, "rows": distinct - 1})
+    ctx.counted(distinct, total, math_prod(x.shape))
+    return outputs
 
 
 @converter("Compress", since=9)
