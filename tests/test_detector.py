@@ -18,7 +18,7 @@ from onnx import TensorProto, helper
 import tensorsmith.runtime as rt
 from bench.models import sample_inputs, tiny_detector
 from tensorsmith.frontend.onnx import from_onnx
-from tensorsmith.ir import ModelError, build
+from tensorsmith.ir import build
 from tensorsmith.ir.text import print_graph
 
 TARGETS = [pytest.param(("llvm", "0"), id="llvm"),
@@ -105,15 +105,17 @@ def test_compress_with_a_condition_the_run_gives(target: str, tmp_path: Path) ->
         _assert_matches(model, module, {"x": x, "condition": np.array(picked, bool)})
 
 
-def _unique(length: int | str, elem: int, outputs: list[str], **attrs: object
+def _unique(shape: list[int | str], elem: int, outputs: list[str], **attrs: object
             ) -> onnx.ModelProto:
-    """A Unique node reading graph input ``x`` of ``length``, giving ``outputs`` (an empty
+    """A Unique node reading graph input ``x`` of ``shape``, giving ``outputs`` (an empty
     name skips one)."""
     node = helper.make_node("Unique", ["x"], outputs, name="node", **attrs)
     types = [elem] + [TensorProto.INT64] * 3
     graph = helper.make_graph(
-        [node], "g", [helper.make_tensor_value_info("x", elem, [length])],
-        [helper.make_tensor_value_info(n, t, [None]) for n, t in zip(outputs, types) if n])
+        [node], "g", [helper.make_tensor_value_info("x", elem, shape)],
+        [helper.make_tensor_value_info(n, t, [None] * (len(shape) if k == 0 and "axis" in attrs
+                                                       else 1))
+         for k, (n, t) in enumerate(zip(outputs, types)) if n])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
 
 
@@ -122,7 +124,7 @@ _UNIQUE_OUTPUTS = ["y", "indices", "inverse", "counts"]
 
 @pytest.mark.parametrize("order", [1, 0])
 def test_unique_of_what_the_run_gives(target: str, order: int, tmp_path: Path) -> None:
-    model = _unique(12, TensorProto.FLOAT, _UNIQUE_OUTPUTS, sorted=order)
+    model = _unique([12], TensorProto.FLOAT, _UNIQUE_OUTPUTS, sorted=order)
     module = _compile(model, target, tmp_path)
     rng = np.random.default_rng(order)
     for x in (np.round(rng.standard_normal(12)).astype(np.float32),  # duplicates
@@ -133,7 +135,7 @@ def test_unique_of_what_the_run_gives(target: str, order: int, tmp_path: Path) -
 
 
 def test_unique_of_a_length_given_at_run_time(target: str, tmp_path: Path) -> None:
-    model = _unique("n", TensorProto.INT64, _UNIQUE_OUTPUTS)
+    model = _unique(["n"], TensorProto.INT64, _UNIQUE_OUTPUTS)
     module = _compile(model, target, tmp_path)
     rng = np.random.default_rng(5)
     for n in (9, 1, 30, 4):
@@ -141,20 +143,28 @@ def test_unique_of_a_length_given_at_run_time(target: str, tmp_path: Path) -> No
 
 
 def test_unique_gives_the_outputs_the_node_asks_for(tmp_path: Path) -> None:
-    model = _unique("n", TensorProto.FLOAT, ["y", "", "", "counts"], sorted=0)
+    model = _unique(["n"], TensorProto.FLOAT, ["y", "", "", "counts"], sorted=0)
     module = _compile(model, "llvm", tmp_path)
     got = _assert_matches(model, module, {"x": np.array([4, 2, 4, 4], np.float32)})
     assert len(got) == 2
 
 
-def test_unique_along_an_axis_is_refused() -> None:
-    node = helper.make_node("Unique", ["x"], ["y"], name="node", axis=0)
-    graph = helper.make_graph([node], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 2])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
-    with pytest.raises(ModelError, match=r"axis \(distinct slices along it\) is not supported"):
-        from_onnx(model)
+@pytest.mark.parametrize("shape, axis", [([6, 3], 0), ([3, 6], 1), ([2, 5, 2], -2)])
+def test_unique_slices_along_an_axis(target: str, shape: list[int], axis: int,
+                                     tmp_path: Path) -> None:
+    model = _unique(shape, TensorProto.FLOAT, _UNIQUE_OUTPUTS, axis=axis)
+    module = _compile(model, target, tmp_path)
+    rng = np.random.default_rng(len(shape) + axis)
+    for x in (rng.integers(0, 2, shape), np.zeros(shape), rng.standard_normal(shape)):
+        _assert_matches(model, module, {"x": x.astype(np.float32)})
+
+
+def test_unique_slices_along_a_length_given_at_run_time(target: str, tmp_path: Path) -> None:
+    model = _unique([3, "n"], TensorProto.INT64, _UNIQUE_OUTPUTS, axis=1, sorted=0)
+    module = _compile(model, target, tmp_path)
+    rng = np.random.default_rng(1)
+    for n in (7, 1, 12):
+        _assert_matches(model, module, {"x": rng.integers(0, 2, (3, n)).astype(np.int64)})
 
 
 def test_unique_of_a_constant_folds() -> None:

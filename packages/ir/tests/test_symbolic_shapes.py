@@ -217,7 +217,7 @@ INFER = [
      {"max_output": 10}, "int64[3*batch*min(10, seq), 3], int64[]"),
     ("nonzero", [((B, S), "bool")], {}, "int64[batch*seq, 2], int64[]"),
     ("unique", [((B, S), F)], {"sorted": 0},
-     "float32[batch*seq], int64[batch*seq], int64[batch*seq], int64[batch*seq], int64[]"),
+     "float32[batch, seq], int64[batch], int64[batch], int64[batch], int64[]"),
 ]
 
 

@@ -65,23 +65,34 @@ def convert_nonzero(ctx: NodeContext) -> Value:
 
 @converter("Unique", since=11)
 def convert_unique(ctx: NodeContext) -> list[Value]:
-    """Y, indices, inverse_indices and counts of the flattened input (all four are
-    computed, whichever the node asks for): Y, indices and counts have one entry per
-    distinct value, counted by the kernel (ops/unique.py); a constant input folds."""
+    """Y, indices, inverse_indices and counts (all four are computed, whichever the node
+    asks for): the distinct slices of the op unique (ops/unique.py) along axis 0 of the
+    input flattened (no ``axis``) or with ``axis`` moved first, Y's rows moved back.
+    Y, indices and counts have one entry per distinct slice, counted by the kernel; a
+    constant input folds."""
     x = ctx.input(0)
-    if ctx.attr("axis") is not None:
-        raise ctx.error("Unique with an axis (distinct slices along it) is not supported; "
-                        "only without one (the input flattened)")
     order = int(ctx.attr("sorted", 1))
     if order not in (0, 1):
         raise ctx.error(f"sorted must be 0 or 1, got {order}")
+    axis, rank = ctx.attr("axis"), len(x.shape)
+    if axis is None:
+        x, axis = reshape(ctx, x, (math_prod(x.shape),)), 0
+    else:
+        axis = normalize_axis(ctx, int(axis), rank)
+    moved = [axis, *(d for d in range(rank) if d != axis)]
+    if axis:
+        x = transpose(ctx, x, moved)
     if x.data is not None:
         *found, total = get_op("unique").reference([x.data], {"sorted": order})
-        return [ctx.const(a if k == 2 else a[:int(total)], hint=name) for k, (a, name) in
-                enumerate(zip(found, ("unique", "indices", "inverse_indices", "counts")))]
-    distinct = ctx.counted_symbol("distinct")
-    *outputs, total = ctx.add_multi("unique", [x], {"sorted": order, "rows": distinct - 1})
-    ctx.counted(distinct, total, math_prod(x.shape))
+        outputs = [ctx.const(a if k == 2 else a[:int(total)], hint=name) for k, (a, name) in
+                   enumerate(zip(found, ("unique", "indices", "inverse_indices", "counts")))]
+    else:
+        distinct = ctx.counted_symbol("distinct")
+        *outputs, total = ctx.add_multi("unique", [x], {"sorted": order,
+                                                        "rows": distinct - 1})
+        ctx.counted(distinct, total, x.shape[0])
+    if axis:
+        outputs[0] = transpose(ctx, outputs[0], [moved.index(d) for d in range(rank)])
     return outputs
 
 
