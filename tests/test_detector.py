@@ -2,8 +2,8 @@
 backbone, box and class heads, anchors decoded, NMS, the kept boxes, scores and labels
 gathered): it compiles once and matches ONNX Runtime on every target, for images that
 keep different numbers of boxes, none included, and with a batch size given at run
-time. NonZero and Compress with a condition the run gives, the other ops whose output
-sizes the data decides, are checked here too."""
+time. NonZero, Compress with a condition the run gives, and Unique, the other ops whose
+output sizes the data decides, are checked here too."""
 
 from __future__ import annotations
 
@@ -103,3 +103,80 @@ def test_compress_with_a_condition_the_run_gives(target: str, tmp_path: Path) ->
     x = np.arange(24, dtype=np.float32).reshape(4, 6)
     for picked in ([1, 0, 1, 1, 0, 0], [0] * 6, [1] * 6):
         _assert_matches(model, module, {"x": x, "condition": np.array(picked, bool)})
+
+
+def _unique(shape: list[int | str], elem: int, outputs: list[str], **attrs: object
+            ) -> onnx.ModelProto:
+    """A Unique node reading graph input ``x`` of ``shape``, giving ``outputs`` (an empty
+    name skips one)."""
+    node = helper.make_node("Unique", ["x"], outputs, name="node", **attrs)
+    types = [elem] + [TensorProto.INT64] * 3
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", elem, shape)],
+        [helper.make_tensor_value_info(n, t, [None] * (len(shape) if k == 0 and "axis" in attrs
+                                                       else 1))
+         for k, (n, t) in enumerate(zip(outputs, types)) if n])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+
+
+_UNIQUE_OUTPUTS = ["y", "indices", "inverse", "counts"]
+
+
+@pytest.mark.parametrize("order", [1, 0])
+def test_unique_of_what_the_run_gives(target: str, order: int, tmp_path: Path) -> None:
+    model = _unique([12], TensorProto.FLOAT, _UNIQUE_OUTPUTS, sorted=order)
+    module = _compile(model, target, tmp_path)
+    rng = np.random.default_rng(order)
+    for x in (np.round(rng.standard_normal(12)).astype(np.float32),  # duplicates
+              rng.permutation(12).astype(np.float32),  # all distinct
+              np.full(12, 3, np.float32),  # one value
+              np.array([0, -0.0, 1, 0, -0.0, 2] * 2, np.float32)):  # -0.0 and 0.0 are one
+        _assert_matches(model, module, {"x": x})
+
+
+def test_unique_of_a_length_given_at_run_time(target: str, tmp_path: Path) -> None:
+    model = _unique(["n"], TensorProto.INT64, _UNIQUE_OUTPUTS)
+    module = _compile(model, target, tmp_path)
+    rng = np.random.default_rng(5)
+    for n in (9, 1, 30, 4):
+        _assert_matches(model, module, {"x": rng.integers(-3, 4, n).astype(np.int64)})
+
+
+def test_unique_gives_the_outputs_the_node_asks_for(tmp_path: Path) -> None:
+    model = _unique(["n"], TensorProto.FLOAT, ["y", "", "", "counts"], sorted=0)
+    module = _compile(model, "llvm", tmp_path)
+    got = _assert_matches(model, module, {"x": np.array([4, 2, 4, 4], np.float32)})
+    assert len(got) == 2
+
+
+@pytest.mark.parametrize("shape, axis", [([6, 3], 0), ([3, 6], 1), ([2, 5, 2], -2)])
+def test_unique_slices_along_an_axis(target: str, shape: list[int], axis: int,
+                                     tmp_path: Path) -> None:
+    model = _unique(shape, TensorProto.FLOAT, _UNIQUE_OUTPUTS, axis=axis)
+    module = _compile(model, target, tmp_path)
+    rng = np.random.default_rng(len(shape) + axis)
+    for x in (rng.integers(0, 2, shape), np.zeros(shape), rng.standard_normal(shape)):
+        _assert_matches(model, module, {"x": x.astype(np.float32)})
+
+
+def test_unique_slices_along_a_length_given_at_run_time(target: str, tmp_path: Path) -> None:
+    model = _unique([3, "n"], TensorProto.INT64, _UNIQUE_OUTPUTS, axis=1, sorted=0)
+    module = _compile(model, target, tmp_path)
+    rng = np.random.default_rng(1)
+    for n in (7, 1, 12):
+        _assert_matches(model, module, {"x": rng.integers(0, 2, (3, n)).astype(np.int64)})
+
+
+def test_unique_of_a_constant_folds() -> None:
+    x = np.array([3, 1, 3, 2], np.int64)
+    node = helper.make_node("Unique", ["x"], _UNIQUE_OUTPUTS, name="node", sorted=0)
+    graph = helper.make_graph(
+        [node], "g", [],
+        [helper.make_tensor_value_info(n, TensorProto.INT64, [None]) for n in _UNIQUE_OUTPUTS],
+        initializer=[onnx.numpy_helper.from_array(x, "x")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    graph_ir, _ = from_onnx(model)
+    assert not graph_ir.nodes
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {})
+    for v, w in zip(graph_ir.outputs, want):
+        np.testing.assert_array_equal(v.data, w)

@@ -63,7 +63,7 @@ def test_all_unsupported_ops_in_one_error() -> None:
     nodes = [
         helper.make_node("Relu", ["x"], ["a"], name="ok"),
         helper.make_node("Bernoulli", ["a"], ["b"], name="bernoulli_1"),
-        helper.make_node("Unique", ["b"], ["c"], name="unique_1"),
+        helper.make_node("RoiAlign", ["b", "b", "b"], ["c"], name="roi_align_1"),
         helper.make_node("Bernoulli", ["c"], ["d"], name="bernoulli_2"),
         helper.make_node("RandomNormalLike", ["d"], ["e"], name=""),
         helper.make_node("FusedThing", ["e"], ["y"], name="custom", domain="com.example"),
@@ -79,7 +79,7 @@ def test_all_unsupported_ops_in_one_error() -> None:
     message = str(info.value)
     assert "4 unsupported operators" in message
     assert "Bernoulli (opset 17): nodes 'bernoulli_1', 'bernoulli_2'" in message
-    assert "Unique (opset 17): node 'unique_1'" in message
+    assert "RoiAlign (opset 17): node 'roi_align_1'" in message
     assert "RandomNormalLike (opset 17): node #4 (unnamed)" in message
     assert "com.example.FusedThing (com.example opset 1): node 'custom'" in message
     assert "Relu" not in message

@@ -216,6 +216,8 @@ INFER = [
     ("non_max_suppression", [((B, S, 4), F), ((B, 3, S), F), ((), F), ((1,), F)],
      {"max_output": 10}, "int64[3*batch*min(10, seq), 3], int64[]"),
     ("nonzero", [((B, S), "bool")], {}, "int64[batch*seq, 2], int64[]"),
+    ("unique", [((B, S), F)], {"sorted": 0},
+     "float32[batch, seq], int64[batch], int64[batch], int64[batch], int64[]"),
 ]
 
 

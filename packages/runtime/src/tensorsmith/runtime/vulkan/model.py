@@ -286,11 +286,13 @@ class VulkanModel:
         return self._resources[p.region].buffer, p.offset, p.range
 
     def _record(self, pipelines: Pipelines, sets: DescriptorSets, start: int = 0,
-                stop: int | None = None, grids: list[list[Triple]] | None = None) -> None:
+                stop: int | None = None, grids: list[list[Triple]] | None = None,
+                counts: bool = False) -> None:
         """Record steps ``start`` to ``stop`` (all of them by default) with ``grids`` (the
         placement's by default). A part that does not start the run waits for the parts
-        before it and (staging) copies the symbols up first; one that does not end it
-        ends with (staging) the count of its last step copied down (:meth:`_read_count`)."""
+        before it and (staging) copies the symbols up first; a part that ends at a
+        counting step (``counts``) ends with (staging) the count of its last step copied
+        down (:meth:`_read_count`), the last part with the outputs."""
         steps = self.plan.steps
         stop = len(steps) if stop is None else stop
         if grids is None and self.shaped is not None:
@@ -317,10 +319,10 @@ class VulkanModel:
             self.timer.mark(rec.cmd, i + 1)
         if staging:
             rec.barrier("compute", "transfer")
-            if stop == len(steps):
-                rec.copies(self._output_copies())
-            else:
+            if counts:
                 rec.copies(self._count_copies(stop - 1))
+            else:
+                rec.copies(self._output_copies())
             rec.barrier("transfer", "host")
         else:
             rec.barrier("compute", "host")
@@ -329,16 +331,19 @@ class VulkanModel:
     def _run_counting(self, where: str) -> None:
         """A run of a plan whose kernels count sizes: one submission up to each step that
         counts, then its counts read, the later steps' workgroups counted again and the
-        symbols rewritten, and the next part recorded and submitted."""
+        symbols rewritten, and the next part recorded and submitted. Where the last step
+        counts, the last part runs no step: it copies the outputs of the counted shapes."""
         assert self.binder is not None and self.shaped is not None
         binding, grids, start = self.shaped.binding, self.shaped.grids, 0
         self._counted = None
         limits = self.ctx.physical.limits["maxComputeWorkGroupCount"]
-        for stop in [*sorted(s + 1 for s in self.binder.counting_steps), len(self.plan.steps)]:
+        stops = sorted(s + 1 for s in self.binder.counting_steps)
+        for k, stop in enumerate([*stops, len(self.plan.steps)]):
+            counts = k < len(stops)
             self.submitter.reset()
-            self._record(self.pipelines, self.sets, start, stop, grids)
+            self._record(self.pipelines, self.sets, start, stop, grids, counts)
             self.submitter.run(where)
-            if stop < len(self.plan.steps):
+            if counts:
                 binding = self.binder.count(binding, stop - 1, self._read_count)
                 grids = self._grids.count(binding, limits, where)
                 self._write_symbols(binding)

@@ -1,5 +1,5 @@
-"""Ops whose output sizes depend on the data: NonMaxSuppression, NonZero, and Compress
-with a condition the run gives.
+"""Ops whose output sizes depend on the data: NonMaxSuppression, NonZero, Unique, and
+Compress with a condition the run gives.
 
 Their kernels count what they keep while they run (ops/detection.py). The converter
 names a counted size for that count (builder.counted_size): the executor places the
@@ -14,6 +14,7 @@ import numpy as np
 
 from tensorsmith.ir.graph import Value
 from tensorsmith.ir.host_sizes import host_max, is_run_time
+from tensorsmith.ir.op_registry import get_op
 from tensorsmith.ir.symbolic import Dim, dim_min, math_prod
 
 from ..context import NodeContext
@@ -60,6 +61,39 @@ def convert_nonzero(ctx: NodeContext) -> Value:
     if not x.shape:
         raise ctx.error("the input is a scalar; NonZero takes a tensor of rank >= 1")
     return transpose(ctx, _found(ctx, x, "found"), [1, 0])
+
+
+@converter("Unique", since=11)
+def convert_unique(ctx: NodeContext) -> list[Value]:
+    """Y, indices, inverse_indices and counts (all four are computed, whichever the node
+    asks for): the distinct slices of the op unique (ops/unique.py) along axis 0 of the
+    input flattened (no ``axis``) or with ``axis`` moved first, Y's rows moved back.
+    Y, indices and counts have one entry per distinct slice, counted by the kernel; a
+    constant input folds."""
+    x = ctx.input(0)
+    order = int(ctx.attr("sorted", 1))
+    if order not in (0, 1):
+        raise ctx.error(f"sorted must be 0 or 1, got {order}")
+    axis, rank = ctx.attr("axis"), len(x.shape)
+    if axis is None:
+        x, axis = reshape(ctx, x, (math_prod(x.shape),)), 0
+    else:
+        axis = normalize_axis(ctx, int(axis), rank)
+    moved = [axis, *(d for d in range(rank) if d != axis)]
+    if axis:
+        x = transpose(ctx, x, moved)
+    if x.data is not None:
+        *found, total = get_op("unique").reference([x.data], {"sorted": order})
+        outputs = [ctx.const(a if k == 2 else a[:int(total)], hint=name) for k, (a, name) in
+                   enumerate(zip(found, ("unique", "indices", "inverse_indices", "counts")))]
+    else:
+        distinct = ctx.counted_symbol("distinct")
+        *outputs, total = ctx.add_multi("unique", [x], {"sorted": order,
+                                                        "rows": distinct - 1})
+        ctx.counted(distinct, total, x.shape[0])
+    if axis:
+        outputs[0] = transpose(ctx, outputs[0], [moved.index(d) for d in range(rank)])
+    return outputs
 
 
 @converter("Compress", since=9)
