@@ -14,6 +14,23 @@ for folder in (str(HERE.parent), str(HERE)):
         sys.path.insert(0, folder)
 
 
+#: Every target, Vulkan both through host-visible memory and through staging buffers (as
+#: on a discrete GPU): the ``target`` fixture's parameters.
+TARGETS = [pytest.param(("llvm", "0"), id="llvm"),
+           pytest.param(("vulkan", "0"), id="vulkan-mapped", marks=pytest.mark.vulkan),
+           pytest.param(("vulkan", "1"), id="vulkan-staging", marks=pytest.mark.vulkan),
+           pytest.param(("opencl", "0"), id="opencl", marks=pytest.mark.opencl)]
+
+
+@pytest.fixture(params=TARGETS)
+def target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A test that takes ``target`` runs on every target (a module or a parametrize that
+    names ``target`` itself takes precedence)."""
+    name, staging = request.param
+    monkeypatch.setenv("TSM_VULKAN_STAGING", staging)
+    return name
+
+
 @pytest.fixture(scope="session")
 def c_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """examples/c/run_model.c built with the command its README gives (plus warnings as

@@ -21,18 +21,6 @@ from tensorsmith.ir.symbolic import symbol
 from tensorsmith.ir.text import parse_graph, print_graph
 from tensorsmith.runtime.errors import InputError
 
-TARGETS = [pytest.param(("llvm", "0"), id="llvm"),
-           pytest.param(("vulkan", "0"), id="vulkan-mapped", marks=pytest.mark.vulkan),
-           pytest.param(("vulkan", "1"), id="vulkan-staging", marks=pytest.mark.vulkan),
-           pytest.param(("opencl", "0"), id="opencl", marks=pytest.mark.opencl)]
-
-
-@pytest.fixture(params=TARGETS)
-def target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    name, staging = request.param
-    monkeypatch.setenv("TSM_VULKAN_STAGING", staging)
-    return name
-
 
 def _positives(bound: int, batch: bool = False) -> Graph:
     """y = 2 * x[:count] and s = sum(x[:count]), count = how many of x are positive

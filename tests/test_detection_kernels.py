@@ -17,18 +17,7 @@ from tensorsmith.ir.graph import Graph
 from tensorsmith.ir.op_registry import get_op
 from tensorsmith.ir.symbolic import Dim, symbol
 
-TARGETS = [pytest.param(("llvm", "0"), id="llvm"),
-           pytest.param(("vulkan", "0"), id="vulkan-mapped", marks=pytest.mark.vulkan),
-           pytest.param(("vulkan", "1"), id="vulkan-staging", marks=pytest.mark.vulkan),
-           pytest.param(("opencl", "0"), id="opencl", marks=pytest.mark.opencl)]
 F = np.float32
-
-
-@pytest.fixture(params=TARGETS)
-def target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    name, staging = request.param
-    monkeypatch.setenv("TSM_VULKAN_STAGING", staging)
-    return name
 
 
 def _load(graph: Graph, target: str, path: Path) -> rt.Module:

@@ -21,18 +21,6 @@ from tensorsmith.frontend.onnx import from_onnx
 from tensorsmith.ir import build
 from tensorsmith.ir.text import print_graph
 
-TARGETS = [pytest.param(("llvm", "0"), id="llvm"),
-           pytest.param(("vulkan", "0"), id="vulkan-mapped", marks=pytest.mark.vulkan),
-           pytest.param(("vulkan", "1"), id="vulkan-staging", marks=pytest.mark.vulkan),
-           pytest.param(("opencl", "0"), id="opencl", marks=pytest.mark.opencl)]
-
-
-@pytest.fixture(params=TARGETS)
-def target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    name, staging = request.param
-    monkeypatch.setenv("TSM_VULKAN_STAGING", staging)
-    return name
-
 
 def _compile(model: onnx.ModelProto, target: str, tmp_path: Path) -> rt.Module:
     graph, params = from_onnx(model)

@@ -20,18 +20,6 @@ from tensorsmith.ir import build
 from tensorsmith.ir.text import parse_graph, print_graph
 from tensorsmith.runtime.errors import InputError
 
-TARGETS = [pytest.param(("llvm", "0"), id="llvm"),
-           pytest.param(("vulkan", "0"), id="vulkan-mapped", marks=pytest.mark.vulkan),
-           pytest.param(("vulkan", "1"), id="vulkan-staging", marks=pytest.mark.vulkan),
-           pytest.param(("opencl", "0"), id="opencl", marks=pytest.mark.opencl)]
-
-
-@pytest.fixture(params=TARGETS)
-def target(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    name, staging = request.param
-    monkeypatch.setenv("TSM_VULKAN_STAGING", staging)
-    return name
-
 
 def _reduce_mean_model(keepdims: int) -> onnx.ModelProto:
     node = helper.make_node("ReduceMean", ["x", "axes"], ["y"], keepdims=keepdims,
