@@ -132,7 +132,8 @@ class VulkanModel:
             binding, self.plan.buffers, grids,
             [nbytes(s, t.dtype) for s, t in zip(binding.input_shapes, self.inputs)],
             [nbytes(s, t.dtype) for s, t in zip(binding.output_shapes, self.outputs)],
-            len(self.plan.checks), limits["minStorageBufferOffsetAlignment"])
+            len(self.plan.checks), limits["minStorageBufferOffsetAlignment"],
+            len(self.binder.plan.counted) if self.binder is not None else 0)
         storage = "direct" if self.mode == "direct" else "storage"
         self._grow("dynamic", shaped.region_bytes, storage, "the buffers of dynamic size")
         if self.mode == "staging":
@@ -361,21 +362,23 @@ class VulkanModel:
         return copies
 
     def _count_copies(self, step: int) -> list[Copy]:
-        """The counts step ``step`` writes, each to the start of the download buffer (free
-        until the outputs come down; one count per step)."""
+        """The counts step ``step`` writes, down to the download buffer (free until the
+        outputs come down): the k-th counted size's at 8 k bytes."""
         down = self._resources["download"].buffer
         copies = []
-        for c in self.binder.plan.counted if self.binder is not None else ():
+        for k, c in enumerate(self.binder.plan.counted if self.binder is not None else ()):
             if c.step == step:
                 src, offset, _ = self._resolve(c.buffer)
-                copies.append((src, down, offset, 0, 8))
+                copies.append((src, down, offset, 8 * k, 8))
         return copies
 
     def _read_count(self, buffer: int) -> int:
         """The int64 a kernel counted into plan buffer ``buffer``, after its part ran."""
         count = np.zeros(1, dtype=np.int64)
         if self.mode == "staging":
-            self._resources["download"].read(0, count.ctypes.data, 8)
+            assert self.binder is not None
+            k = next(k for k, c in enumerate(self.binder.plan.counted) if c.buffer == buffer)
+            self._resources["download"].read(8 * k, count.ctypes.data, 8)
         else:
             p = self.layout.placements[buffer]
             self._resources[p.region].read(p.offset, count.ctypes.data, 8)

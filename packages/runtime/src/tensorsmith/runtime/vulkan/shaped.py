@@ -43,8 +43,10 @@ class ShapedLayout:
 
 def shaped_layout(binding: Binding, buffers: Sequence[Buffer], grids: list[list[Triple]],
                   input_bytes: Sequence[int], output_bytes: Sequence[int], checks: int,
-                  alignment: int) -> ShapedLayout:
-    """The placements of ``binding`` (see :class:`ShapedLayout`)."""
+                  alignment: int, counts: int = 0) -> ShapedLayout:
+    """The placements of ``binding`` (see :class:`ShapedLayout`). The download buffer
+    also holds ``counts`` int64 counts (plan.CountedSize) between the parts of a run,
+    before the outputs come down."""
     lifetimes = {k: (n, buffers[k].first_step or 0, buffers[k].last_step or 0)
                  for k, n in binding.buffer_bytes.items()}
     offsets, region = place_by_lifetime(lifetimes, max(alignment, 16))
@@ -64,7 +66,7 @@ def shaped_layout(binding: Binding, buffers: Sequence[Buffer], grids: list[list[
         download.append(cursor)
         cursor += _round16(n)
     return ShapedLayout(binding, offsets, max(region, 4), grids, upload, symbols_upload,
-                        max(upload_bytes, 4), download, max(cursor, 16))
+                        max(upload_bytes, 4), download, max(cursor, 8 * counts, 16))
 
 
 def _round16(n: int) -> int:
