@@ -29,6 +29,7 @@ __all__ = [
     "lstm_model",
     "matmul_model",
     "mobilenetv2",
+    "mobilenetv3",
     "resnet18",
     "resnet50",
     "sample_inputs",
@@ -168,6 +169,67 @@ def mobilenetv2(
     x = relu6(g, conv_bn(g, x, cin, 1280, 1, bn=bn))
     g.output(_classifier(g, x, 1280, 1000), [batch, 1000], name="logits")
     return g.model(f"mobilenetv2 (torchvision topology), random weights, seed {seed}")
+
+
+#: torchvision's MobileNetV3-Large blocks: kernel, expanded channels, out channels,
+#: squeeze-and-excite, hardswish (else ReLU), stride
+MOBILENETV3_LARGE = [
+    (3, 16, 16, False, False, 1), (3, 64, 24, False, False, 2), (3, 72, 24, False, False, 1),
+    (5, 72, 40, True, False, 2), (5, 120, 40, True, False, 1), (5, 120, 40, True, False, 1),
+    (3, 240, 80, False, True, 2), (3, 200, 80, False, True, 1), (3, 184, 80, False, True, 1),
+    (3, 184, 80, False, True, 1), (3, 480, 112, True, True, 1), (3, 672, 112, True, True, 1),
+    (5, 672, 160, True, True, 2), (5, 960, 160, True, True, 1), (5, 960, 160, True, True, 1),
+]
+
+
+def _divisible(v: float, divisor: int = 8) -> int:
+    """torchvision's _make_divisible: ``v`` to a multiple of 8, not below 90% of it."""
+    out = max(divisor, int(v + divisor / 2) // divisor * divisor)
+    return out + divisor if out < 0.9 * v else out
+
+
+def _squeeze_excite(g: GraphBuilder, x: str, channels: int) -> str:
+    """GAP, 1x1 conv to a quarter (ReLU), 1x1 conv back (HardSigmoid), scale ``x``."""
+    squeeze = _divisible(channels // 4)
+    s = g.op("GlobalAveragePool", [x])
+    for cin, cout in ((channels, squeeze), (squeeze, channels)):
+        w = g.weight((cout, cin, 1, 1), math.sqrt(2.0 / cin), "se_W")
+        s = g.op("Conv", [s, w, g.const(g.normal((cout,), 0.1), g.fresh("se_B"))])
+        s = g.op("Relu", [s]) if cout == squeeze else g.op("HardSigmoid", [s], alpha=1 / 6)
+    return g.op("Mul", [x, s])
+
+
+def mobilenetv3(
+    opset: int = 17, batch: int | str = 1, image: int = 224, seed: int = 0
+) -> onnx.ModelProto:
+    """MobileNetV3-Large (torchvision topology, BatchNormalization folded as the
+    exporter does): inverted residuals with 3x3 and 5x5 depthwise convs, squeeze-and-
+    excite, HardSwish, then a 1x1 conv to 960, GAP and a 1280-wide head."""
+    g = GraphBuilder("mobilenetv3", opset, seed)
+
+    def act(y: str, hardswish: bool) -> str:
+        return g.op("HardSwish", [y]) if hardswish else g.op("Relu", [y])
+
+    x = act(conv_bn(g, g.input("input", [batch, 3, image, image]), 3, 16, 3, 2, bn=False),
+            True)
+    cin = 16
+    for kernel, hidden, cout, se, hs, stride in MOBILENETV3_LARGE:
+        y = x if hidden == cin else act(conv_bn(g, x, cin, hidden, 1, bn=False), hs)
+        y = act(conv_bn(g, y, hidden, hidden, kernel, stride, groups=hidden, bn=False), hs)
+        if se:
+            y = _squeeze_excite(g, y, hidden)
+        y = conv_bn(g, y, hidden, cout, 1, bn=False, gamma_scale=0.5)
+        x = g.op("Add", [x, y]) if stride == 1 and cin == cout else y
+        cin = cout
+    x = act(conv_bn(g, x, cin, 960, 1, bn=False), True)
+    flat = g.op("Flatten", [g.op("GlobalAveragePool", [x])], axis=1)
+    hidden_w = g.weight((1280, 960), 1.0 / math.sqrt(960), "head_W")
+    h = g.op("HardSwish", [g.op("Gemm", [flat, hidden_w, g.const(g.normal((1280,), 0.01))],
+                                transB=1)])
+    out_w = g.weight((1000, 1280), 1.0 / math.sqrt(1280), "fc_W")
+    g.output(g.op("Gemm", [h, out_w, g.const(g.normal((1000,), 0.01))], transB=1),
+             [batch, 1000], name="logits")
+    return g.model(f"mobilenetv3 large (torchvision topology), random weights, seed {seed}")
 
 
 # ---- BERT ---------------------------------------------------------------------------
@@ -417,6 +479,7 @@ MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
     "resnet18": resnet18,
     "resnet50": resnet50,
     "mobilenetv2": mobilenetv2,
+    "mobilenetv3": mobilenetv3,
     "bert_encoder": bert_encoder,
     "vit_small": vit_small,
     "lstm_model": lstm_model,

@@ -3,11 +3,14 @@ speed of both next to ONNX Runtime's, float and int8, in the same process.
 
     python bench/quantized.py                                  # ResNet-50, 224x224
     python bench/quantized.py --model resnet18 --calib 8 --eval 16 --repeat 10
+    python bench/quantized.py --model mobilenetv3 --quantizer onnxruntime
 
 The float model (bench/models.py, random but fixed weights) is quantized post-training
 (int8 per-channel weights, uint8 activations, ranges from ``--method`` on ``--calib``
-seeded random images); ``--eval`` other images give the top-1 agreement of the int8
-model with the float one, run by tensorsmith and by ONNX Runtime. Then four engines are
+seeded random images), by ``tensorsmith quantize`` or, with ``--quantizer onnxruntime``,
+by ONNX Runtime's own tool (quantize_static, QDQ format: a benchmark dependency only).
+``--eval`` other images give the top-1 agreement of the int8 model with the float one,
+run by tensorsmith and by ONNX Runtime. Then four engines are
 timed in alternating blocks, 2 threads each: tensorsmith float, tensorsmith on the QDQ
 model, ONNX Runtime float, ONNX Runtime on the QDQ model (its int8 kernels). Prints the
 table, writes bench/results/quantized_<model>_<isa>_<date>.txt.
@@ -49,6 +52,56 @@ def _images(model: onnx.ModelProto, count: int, seed: int) -> list[dict[str, np.
              for name, shape in shapes.items()} for _ in range(count)]
 
 
+def _ort_quantize(source: Path, target: Path, calib: list[dict[str, np.ndarray]],
+                  method: str) -> None:
+    """ONNX Runtime's post-training quantizer: QDQ, int8 per-channel weights, uint8
+    activations, as its documentation recommends for CPU."""
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.feeds = iter(calib)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.feeds, None)
+
+    methods = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
+               "entropy": CalibrationMethod.Entropy}
+    quantize_static(str(source), str(target), Reader(), quant_format=QuantFormat.QDQ,
+                    per_channel=True, activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8, calibrate_method=methods[method])
+
+
+def _reference_session(model: onnx.ModelProto) -> Any:
+    """ONNX Runtime with every graph optimization off: each QuantizeLinear and
+    DequantizeLinear run as ONNX defines them, no fused integer kernels."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
+
+
+def _output_step(model: onnx.ModelProto) -> float | None:
+    """The scale of the DequantizeLinear that gives the first output, if one does."""
+    from onnx import numpy_helper
+
+    producer = {o: n for n in model.graph.node for o in n.output}
+    node = producer.get(model.graph.output[0].name)
+    if node is None or node.op_type != "DequantizeLinear":
+        return None
+    scales = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    scale = scales.get(node.input[1])
+    return None if scale is None or scale.size != 1 else float(scale.reshape(-1)[0])
+
+
 def _compile(model: onnx.ModelProto, path: Path) -> Any:
     graph, params = from_onnx(model, shape=input_shapes(model))
     build(graph, target="llvm", params=params).export_library(path)
@@ -66,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="resnet50", choices=sorted(MODELS))
     parser.add_argument("--method", default="minmax", choices=["minmax", "percentile",
                                                                 "entropy"])
+    parser.add_argument("--quantizer", default="tensorsmith", choices=["tensorsmith",
+                                                                        "onnxruntime"])
     parser.add_argument("--calib", type=int, default=16, help="calibration images")
     parser.add_argument("--eval", type=int, default=32, help="images for top-1 agreement")
     parser.add_argument("--repeat", type=int, default=20)
@@ -76,12 +131,19 @@ def main(argv: list[str] | None = None) -> int:
     model = MODELS[args.model](opset=17, batch=1)
     calib = _images(model, args.calib, seed=1)
     evaluation = _images(model, args.eval, seed=2)
-    result = quantize(model, calib, method=args.method, evaluate_accuracy=False)
-    qdq = result.model
     work = Path(tempfile.mkdtemp(prefix="tsm-quantized-"))
     float_path, qdq_path = work / "float.onnx", work / "int8.onnx"
     onnx.save(model, float_path)
-    onnx.save(qdq, qdq_path)
+    if args.quantizer == "tensorsmith":
+        result = quantize(model, calib, method=args.method, evaluate_accuracy=False)
+        onnx.save(result.model, qdq_path)
+        quantized = len(result.quantized_nodes)
+    else:
+        _ort_quantize(float_path, qdq_path, calib, args.method)
+        quantized = -1
+    qdq = onnx.load(qdq_path)
+    quantized = quantized if quantized >= 0 else sum(
+        n.op_type == "QuantizeLinear" for n in qdq.graph.node)
 
     ts_float = _compile(model, work / "float.so")
     ts_int8 = _compile(qdq, work / "int8.so")
@@ -99,6 +161,14 @@ def main(argv: list[str] | None = None) -> int:
     agree_ort = float(np.mean(tops[:, 3] == tops[:, 2]))
     diffs = [run_all(f) for f in evaluation[:4]]
     rel = max(float(np.max(np.abs(d[1] - d[0])) / np.max(np.abs(d[0]))) for d in diffs)
+    step = _output_step(qdq)
+    reference = _reference_session(qdq)  # ONNX's QDQ semantics, no integer kernels
+    ref = [reference.run(None, f)[0] for f in evaluation[:4]]
+    steps = steps_ref = steps_ort = None
+    if step:
+        steps = max(float(np.max(np.abs(d[1] - d[3]))) for d in diffs) / step
+        steps_ref = max(float(np.max(np.abs(d[1] - r))) for d, r in zip(diffs, ref)) / step
+        steps_ort = max(float(np.max(np.abs(d[3] - r))) for d, r in zip(diffs, ref)) / step
     feeds = evaluation[0]
     stats = interleaved([lambda: ts_float.run(feeds), lambda: ts_int8.run(feeds),
                          lambda: ort_float.run(None, {name: feeds[name]}),
@@ -110,14 +180,20 @@ def main(argv: list[str] | None = None) -> int:
     sizes = {p.name: p.stat().st_size for p in (float_path, qdq_path,
                                                  work / "float.so", work / "int8.so")}
     lines = [
-        f"{args.model}, 1x3x224x224, quantized by tensorsmith quantize ({args.method}, "
-        f"{args.calib} calibration images, seeded random): {len(result.quantized_nodes)} "
-        "nodes quantized",
+        f"{args.model}, 1x3x224x224, quantized by {args.quantizer} ({args.method}, "
+        f"{args.calib} calibration images, seeded random, QDQ): {quantized} "
+        + ("nodes quantized" if args.quantizer == "tensorsmith" else "QuantizeLinear nodes"),
         f"host: {env['isa']} ({env['processor'] or env['machine']}), {args.threads} threads "
         "per engine",
         f"top-1 agreement with the float model on {args.eval} other images: tensorsmith "
         f"{agree_ts:.0%}, ONNX Runtime {agree_ort:.0%}; largest relative difference of the "
         f"logits (tensorsmith, 4 images) {rel:.3f}",
+        "tensorsmith int8, largest difference in quantization steps of the output (4 images): "
+        + (f"{steps_ref:.2f} against ONNX Runtime without graph optimizations (ONNX's QDQ "
+           f"semantics), {steps:.2f} against its optimized int8 kernels (which requantize "
+           f"in fixed point); those two differ from each other by {steps_ort:.2f}"
+           if steps is not None and steps_ref is not None and steps_ort is not None
+           else "n/a (the output is not quantized)"),
         f"files: float.onnx {sizes['float.onnx']:,} B, int8.onnx {sizes['int8.onnx']:,} B, "
         f"float.so {sizes['float.so']:,} B, int8.so {sizes['int8.so']:,} B",
         "",
@@ -131,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     RESULTS.mkdir(exist_ok=True)
     isa = env["isa"]
-    out = RESULTS / f"quantized_{args.model}_{isa}_{datetime.date.today()}.txt"
+    by = "" if args.quantizer == "tensorsmith" else f"_{args.quantizer}"
+    out = RESULTS / f"quantized_{args.model}{by}_{isa}_{datetime.date.today()}.txt"
     out.write_text(f"$ python bench/quantized.py {' '.join(argv or sys.argv[1:])}\n\n{text}\n")
     print(f"\nwritten to {out}")
     return 0

@@ -87,6 +87,10 @@ class ImportState:
         # shape arithmetic on one) as host expressions (run_time_values.py); the Value
         # itself is ordinary run-time data
         self.run_time: dict[int, np.ndarray] = {}
+        # uid of a QuantizeLinear's result -> (its rounded x / scale in float, its scale,
+        # its zero point as an int, its integer dtype): a DequantizeLinear of it with the
+        # same parameters is then a clip of that (converters/quantize.py)
+        self.quantized: dict[int, tuple[Value, Value, int, str]] = {}
         # converts a subgraph (an If branch) in place and returns its outputs; the
         # importer sets it
         self.inline: Callable[[onnx.GraphProto, str], list[Value]] | None = None

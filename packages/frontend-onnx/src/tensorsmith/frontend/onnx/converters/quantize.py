@@ -72,16 +72,61 @@ def convert_quantize_linear(ctx: NodeContext) -> Value:
                             _cast(ctx, _param(ctx, scale, x.shape, axis, block), compute)])
     else:
         q = ctx.add("div", [x, _cast(ctx, _param(ctx, scale, x.shape, axis, block), x.dtype)])
-    q = _cast(ctx, ctx.add("round", [q]), "int32")
+    rounded = ctx.add("round", [q])
+    q = _cast(ctx, rounded, "int32")
     if zero is not None:
         q = ctx.add("add", [q, _cast(ctx, _param(ctx, zero, x.shape, axis, block), "int32")])
-    return _saturate(ctx, q, dtype)
+    result = _saturate(ctx, q, dtype)
+    zero_point = _scalar_constant(zero)
+    if rounded.dtype == "float32" and math_prod(scale.shape) == 1 and zero_point is not None:
+        ctx.state.quantized[result.uid] = (rounded, scale, zero_point, dtype)
+    return result
+
+
+def _scalar_constant(zero: Value | None) -> int | None:
+    """A zero point that is one constant integer (absent: 0), else None."""
+    if zero is None:
+        return 0
+    if zero.data is None or zero.data.size != 1:
+        return None
+    return int(zero.data.reshape(-1)[0])
+
+
+def _requantized(ctx: NodeContext, x: Value, scale: Value, zero: Value | None
+                 ) -> Value | None:
+    """DequantizeLinear(QuantizeLinear(v)) with the same per-tensor parameters, which
+    exporters write around every quantized op: ``clip(round(v / s), lo - zp, hi - zp) * s``
+    in float, without the integer tensor and its casts. The same values bit for bit:
+    (q - zp) is the clipped round(v / s), a small integer float32 holds exactly."""
+    known = ctx.state.quantized.get(x.uid)
+    if known is None:
+        return None
+    rounded, quant_scale, zero_point, dtype = known
+    if _scalar_constant(zero) != zero_point or not _same(quant_scale, scale):
+        return None
+    lo, hi = _RANGES[dtype]
+    clipped = ctx.add("clip", [rounded], {"min": float(lo - zero_point),
+                                          "max": float(hi - zero_point)})
+    return ctx.add("mul", [clipped, _cast(ctx, reshape(ctx, scale, ()), "float32")])
+
+
+def _same(a: Value, b: Value) -> bool:
+    """One value, or two constants of equal data."""
+    if a.uid == b.uid:
+        return True
+    return (a.data is not None and b.data is not None and a.data.dtype == b.data.dtype
+            and np.array_equal(a.data.reshape(-1), b.data.reshape(-1)))
 
 
 @converter("DequantizeLinear", since=10)
 def convert_dequantize_linear(ctx: NodeContext) -> Value:
     x, scale, zero = ctx.input(0), ctx.input(1), ctx.optional_input(2)
     axis, block = _attrs(ctx, x, scale)
+    given = ctx.attr("output_dtype")
+    if scale.dtype == "float32" and not given:
+        requantized = _requantized(ctx, x, scale, zero)
+        if requantized is not None:
+            return requantized
     y = _cast(ctx, x, "float32")
     if zero is not None:
         y = ctx.add("sub", [y, _cast(ctx, _param(ctx, zero, x.shape, axis, block), "float32")])
@@ -89,7 +134,6 @@ def convert_dequantize_linear(ctx: NodeContext) -> Value:
     if s.dtype == "float64":
         y = _cast(ctx, y, "float64")
     y = ctx.add("mul", [y, _cast(ctx, s, y.dtype)])
-    given = ctx.attr("output_dtype")
     dtype = to_numpy_dtype(int(given), f"{ctx.where}: output_dtype") if given else scale.dtype
     return _cast(ctx, y, dtype)
 
