@@ -91,9 +91,13 @@ class ImportState:
         # its zero point as an int, its integer dtype): a DequantizeLinear of it with the
         # same parameters is then a clip of that (converters/quantize.py)
         self.quantized: dict[int, tuple[Value, Value, int, str]] = {}
-        # converts a subgraph (an If branch) in place and returns its outputs; the
-        # importer sets it
-        self.inline: Callable[[onnx.GraphProto, str], list[Value]] | None = None
+        # ONNX names already given to a value: a subgraph converted more than once (an
+        # unrolled Scan's body) produces the same ONNX names again, and its later values
+        # keep their fresh names
+        self.named: set[str] = set()
+        # converts a subgraph (an If branch, a Scan step) in place, with values for its
+        # inputs by name, and returns its outputs; the importer sets it
+        self.inline: Callable[..., list[Value]] | None = None
 
     def fresh(self, base: str) -> str:
         """A name taken by no ONNX value and no value made so far."""
@@ -413,6 +417,9 @@ class NodeContext:
                 continue
             if out.name in self.state.reserved:  # already named for an earlier output
                 continue
+            if name in self.state.named:  # a subgraph converted again: keep the fresh name
+                continue
+            self.state.named.add(name)
             out.name = name
             if out.uid in producers:
                 producers[out.uid].name = self.name if len(outputs) == 1 else f"{self.name}:{i}"

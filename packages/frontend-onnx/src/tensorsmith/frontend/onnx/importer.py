@@ -187,18 +187,35 @@ class _GraphImporter:
             if name and v is not None:
                 self.state.env[name] = v
 
-    def _inline(self, graph: onnx.GraphProto, where: str) -> list[Value]:
-        """Convert a subgraph's nodes in place (an If branch chosen at import) and return
-        its outputs; it reads outer values by name, as ONNX's scoping allows."""
+    def _inline(self, graph: onnx.GraphProto, where: str,
+                bindings: Mapping[str, Value] | None = None) -> list[Value]:
+        """Convert a subgraph's nodes in place (an If branch chosen at import, one step of
+        an unrolled Scan) and return its outputs; it reads outer values by name, as ONNX's
+        scoping allows. ``bindings`` gives the subgraph's inputs their values.
+
+        The names the subgraph binds are its own: afterwards they are bound as before, so
+        that converting the same subgraph again (the next Scan step) sees no stale values
+        and outer names are never shadowed."""
         if len(graph.initializer) or len(graph.sparse_initializer):
             raise ModelError(f"{where}: subgraphs with initializers are not supported")
         check_supported(graph, self.opsets, f"{where}: its subgraph")
-        for index, node in enumerate(graph.node):
-            self._convert(index, node)
-        missing = [o.name for o in graph.output if o.name not in self.state.env]
-        if missing:
-            raise ModelError(f"{where}: the subgraph never produces {', '.join(missing)}")
-        return [self.state.env[o.name] for o in graph.output]
+        env = self.state.env
+        scoped = _names(graph)
+        saved = {name: env[name] for name in scoped if name in env}
+        try:
+            env.update(bindings or {})
+            for index, node in enumerate(graph.node):
+                self._convert(index, node)
+            missing = [o.name for o in graph.output if o.name not in env]
+            if missing:
+                raise ModelError(f"{where}: the subgraph never produces {', '.join(missing)}")
+            return [env[o.name] for o in graph.output]
+        finally:
+            for name in scoped:
+                if name in saved:
+                    env[name] = saved[name]
+                else:
+                    env.pop(name, None)
 
     def _output(self, vi: onnx.ValueInfoProto) -> Value:
         """The value of graph output ``vi``, named as it (a copy where aliased)."""
