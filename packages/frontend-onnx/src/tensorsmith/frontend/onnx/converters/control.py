@@ -1,11 +1,15 @@
-"""Control flow the static graph can take: an If whose condition is known at import, and
-a Scan over a sequence length known at import, unrolled.
+"""Control flow the static graph can take: an If whose condition is known at import, a
+Scan over a sequence length known at import, and a Loop whose trip count and conditions
+are known at import, unrolled.
 
 The graph IR has no control flow; an If on a constant condition (a flag folded from
 attributes, as in function bodies, or a frozen input) is its chosen branch, converted in
 place. A condition only known at run time is an error that says so. A Scan is its body
 converted once per step, each step reading the states the previous one returned; a
 sequence length known only at run time, or one over :data:`MAX_SCAN_STEPS`, is refused.
+A Loop is its body converted once per iteration while its condition holds: the trip count
+and the initial condition must be constants, and so must the condition each iteration
+computes (folded from the iteration number, say); one known only at run time is refused.
 """
 
 from __future__ import annotations
@@ -159,3 +163,70 @@ def _scan(ctx: NodeContext, body: onnx.GraphProto, states: list[Value], scans: l
         results.append(parts[0] if len(parts) == 1 else
                        ctx.add("concat", parts, {"axis": axis}))
     return results
+
+
+@converter("Loop", since=1)
+def convert_loop(ctx: NodeContext) -> list[Value]:
+    """Loop, unrolled: the body once per iteration, for a trip count and conditions known
+    at import. Its outputs are the final loop-carried values, then the scan outputs
+    stacked along a new axis 0 over the iterations run."""
+    body = ctx.required_attr("body")
+    num_carried = len(ctx.node.input) - 2
+    if num_carried < 0:
+        raise ctx.error(f"Loop needs the inputs M and cond (either may be ''), has "
+                        f"{len(ctx.node.input)}")
+    if len(body.input) != 2 + num_carried:
+        raise ctx.error(f"the body has {len(body.input)} inputs, expected 2 (iteration "
+                        f"number, condition) and {num_carried} loop-carried values")
+    num_scan = len(body.output) - 1 - num_carried
+    if num_scan < 0:
+        raise ctx.error(f"the body has {len(body.output)} outputs, expected the condition "
+                        f"and {num_carried} loop-carried values at least")
+    trip_count = None
+    if ctx.optional_input(0) is not None:
+        m = np.asarray(ctx.constant(0, "the trip count M"))
+        if m.size != 1:
+            raise ctx.error(f"the trip count M must have one element, has {m.size}")
+        trip_count = max(int(m.reshape(-1)[0]), 0)
+    # onnxruntime and ONNX's reference stop on the body's condition even without a cond
+    # input (the spec calls it ignored then), and run on it alone without an M
+    cond = True
+    if ctx.optional_input(1) is not None:
+        cond = _flag(ctx, np.asarray(ctx.constant(1, "the condition cond")), "cond")
+    carried = [ctx.input(2 + i) for i in range(num_carried)]
+    names = [vi.name for vi in body.input]
+    assert ctx.state.inline is not None
+    steps: list[list[Value]] = []
+    i = 0
+    while cond and (trip_count is None or i < trip_count):
+        if i == MAX_SCAN_STEPS:
+            raise ctx.error(f"the loop runs more than {MAX_SCAN_STEPS} iterations; Loop is "
+                            f"unrolled at import, which is refused beyond {MAX_SCAN_STEPS} "
+                            "iterations")
+        bound = [ctx.const(np.int64(i), "int64", hint="iter"),
+                 ctx.const(np.bool_(cond), "bool", hint="cond"), *carried]
+        outs = ctx.state.inline(body, f"{ctx.where}, iteration {i}", dict(zip(names, bound)))
+        if outs[0].data is None:
+            raise ctx.error(
+                f"the loop's condition (body output '{body.output[0].name}') is known only "
+                f"at run time after iteration {i}; Loop is unrolled at import, so its "
+                "condition must be computable at import (from the iteration number or "
+                "constants)")
+        cond = _flag(ctx, np.asarray(outs[0].data), "the body's condition")
+        carried = outs[1:1 + num_carried]
+        steps.append(outs[1 + num_carried:])
+        i += 1
+    if not steps and num_scan:
+        raise ctx.error(f"the loop runs no iterations, so its {num_scan} scan outputs are "
+                        "empty with a shape the body never gives; not supported")
+    results = list(carried)
+    for k in range(num_scan):
+        parts = [_unsqueezed(ctx, step[k], 0) for step in steps]
+        results.append(parts[0] if len(parts) == 1 else ctx.add("concat", parts, {"axis": 0}))
+    return results
+
+
+def _flag(ctx: NodeContext, value: np.ndarray, what: str) -> bool:
+    if value.size != 1:
+        raise ctx.error(f"{what} must have one element, has {value.size}")
+    return bool(value.reshape(-1)[0])
