@@ -110,10 +110,6 @@ def _compile(model: onnx.ModelProto, path: Path) -> Any:
     return module
 
 
-def _top1(outputs: list[np.ndarray]) -> np.ndarray:
-    return np.array([int(np.argmax(o.reshape(-1))) for o in outputs])
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="resnet50", choices=sorted(MODELS))
@@ -155,11 +151,11 @@ def main(argv: list[str] | None = None) -> int:
         return [ts_float.run(feeds)[0], ts_int8.run(feeds)[0],
                 ort_float.run(None, feeds)[0], ort_int8.run(None, feeds)[0]]
 
-    tops = np.array([_top1([o]) for feeds in evaluation for o in run_all(feeds)]
-                    ).reshape(args.eval, 4)
+    outputs = [run_all(feeds) for feeds in evaluation]  # [image][engine]
+    tops = np.array([[int(np.argmax(o.reshape(-1))) for o in outs] for outs in outputs])
     agree_ts = float(np.mean(tops[:, 1] == tops[:, 0]))
     agree_ort = float(np.mean(tops[:, 3] == tops[:, 2]))
-    diffs = [run_all(f) for f in evaluation[:4]]
+    diffs = outputs[:4]
     rel = max(float(np.max(np.abs(d[1] - d[0])) / np.max(np.abs(d[0]))) for d in diffs)
     step = _output_step(qdq)
     reference = _reference_session(qdq)  # ONNX's QDQ semantics, no integer kernels

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -297,10 +297,8 @@ class Binder:
                             f"('{c.name} - 1', at most {c.bound} - 1); the kernel that counts "
                             "them is wrong")
             env[c.name] = count + 1
-        counted = Binding(tuple(env[s] for s in self.symbols), env, binding.input_shapes, (),
-                          binding.buffer_bytes)
-        return Binding(counted.values, env, binding.input_shapes, self._output_shapes(counted),
-                       binding.buffer_bytes)
+        counted = replace(binding, values=tuple(env[s] for s in self.symbols), symbols=env)
+        return replace(counted, output_shapes=self._output_shapes(counted))
 
     def _compute(self, env: dict[str, int],
                  values: Callable[[int], bytes | memoryview] | None) -> None:

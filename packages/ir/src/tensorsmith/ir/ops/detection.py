@@ -30,7 +30,7 @@ from ..op_registry import Attrs, Pattern, TensorType, attr_dim, check, check_dim
 from ..symbolic import Dim, dim_min, math_prod
 from ..te.expr import Expr, Load, Var, binary, cast, const, select
 from ..te.handwritten import Local, at, load, loop, seq, spread, store
-from ..te.stmt import Buffer, For, IfThenElse, Stmt
+from ..te.stmt import Buffer, For, IfThenElse, Stmt, all_of
 from ..te.symbols import extent_value
 
 # -- non_max_suppression ------------------------------------------------------------------
@@ -47,12 +47,12 @@ def _nms_attrs(attrs: Attrs) -> tuple[int, Dim]:
     return center, limit
 
 
-def _rows(attrs: Attrs, padded: Dim) -> Dim:
+def counted_rows(attrs: Attrs, padded: Dim) -> Dim:
     """The result's rows: the counted size less one that ``rows`` names, else ``padded``."""
     return attr_dim(attrs["rows"], "rows") if "rows" in attrs else padded
 
 
-def _counted(padded: np.ndarray, count: int, attrs: Attrs) -> np.ndarray:
+def counted_result(padded: np.ndarray, count: int, attrs: Attrs) -> np.ndarray:
     """The reference's result: the kept rows only where the rows are counted."""
     return padded[:count] if "rows" in attrs else padded
 
@@ -75,7 +75,7 @@ def _nms_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     check_dim(scores.shape[2], "==", boxes.shape[1],
               "non_max_suppression scores must have one per box")
     rows = _nms_rows(boxes.shape[0], scores.shape[1], boxes.shape[1], limit)
-    return [TensorType((_rows(attrs, rows), 3), "int64"), TensorType((), "int64")]
+    return [TensorType((counted_rows(attrs, rows), 3), "int64"), TensorType((), "int64")]
 
 
 def _nms_rows(batch: Dim, classes: Dim, boxes: Dim, limit: Dim) -> Dim:
@@ -133,7 +133,7 @@ def _nms_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarra
                 out[count] = (b, c, best)
                 count += 1
                 live &= ~_suppresses([x[best] for x in corners], corners, iou)
-    return [_counted(out, count, attrs), np.array(count, np.int64)]
+    return [counted_result(out, count, attrs), np.array(count, np.int64)]
 
 
 def _box_corners(boxes: Buffer, b: Expr, i: Expr, center: int) -> tuple[Expr, ...]:
@@ -145,13 +145,6 @@ def _box_corners(boxes: Buffer, b: Expr, i: Expr, center: int) -> tuple[Expr, ..
     y1, x1, y2, x2 = v
     return (select(x1 >= x2, x2, x1), select(y1 >= y2, y2, y1),
             select(x1 >= x2, x1, x2), select(y1 >= y2, y1, y2))
-
-
-def _all(*conds: Expr) -> Expr:
-    out = conds[0]
-    for c in conds[1:]:
-        out = binary("and", out, c)
-    return out
 
 
 # the slots of the kernel's local geometry: the kept box's corners and area, then the
@@ -175,8 +168,8 @@ def _suppresses_kept(g: Local, threshold: Expr) -> tuple[Stmt, Expr]:
                               select(bx1 < ax1, bx1, ax1), select(by1 < ay1, by1, ay1)))
     ix0, iy0, ix1, iy1, inter = (g[_CUT + k] for k in range(5))
     union = area_a + area_b - inter
-    return cut, _all(ix1 > ix0, iy1 > iy0, inter > 0.0, area_a > 0.0, area_b > 0.0,
-                     union > 0.0, inter / union > threshold)
+    return cut, all_of([ix1 > ix0, iy1 > iy0, inter > 0.0, area_a > 0.0, area_b > 0.0,
+                        union > 0.0, inter / union > threshold])
 
 
 def _nms_kernel(inputs: list[Buffer], outputs: list[Buffer], attrs: Attrs, family: str
@@ -284,7 +277,7 @@ register("non_max_suppression", Pattern.OPAQUE, _nms_infer, _nms_reference,
 def _nonzero_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
     x = inputs[0]
     check(len(x.shape) >= 1, "nonzero needs a tensor of rank >= 1")
-    rows = _rows(attrs, math_prod(x.shape))
+    rows = counted_rows(attrs, math_prod(x.shape))
     return [TensorType((rows, len(x.shape)), "int64"), TensorType((), "int64")]
 
 
@@ -293,7 +286,7 @@ def _nonzero_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.nd
     found = np.array(np.nonzero(x), np.int64).reshape(x.ndim, -1).T
     out = np.zeros((x.size, x.ndim), np.int64)
     out[:found.shape[0]] = found
-    return [_counted(out, found.shape[0], attrs), np.array(found.shape[0], np.int64)]
+    return [counted_result(out, found.shape[0], attrs), np.array(found.shape[0], np.int64)]
 
 
 def _nonzero_kernel(inputs: list[Buffer], outputs: list[Buffer], attrs: Attrs, family: str

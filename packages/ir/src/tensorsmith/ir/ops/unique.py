@@ -38,7 +38,7 @@ from ..te.expr import Expr, Load, Var, as_expr
 from ..te.handwritten import Local, load, loop, seq, store
 from ..te.stmt import Buffer, For, IfThenElse, Stmt, Store
 from ..te.symbols import extent_value
-from .detection import _counted, _rows
+from .detection import counted_result, counted_rows
 
 
 def _sorted(attrs: Attrs) -> bool:
@@ -52,7 +52,7 @@ def _unique_infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType
     _sorted(attrs)
     check(len(x.shape) >= 1, "unique needs a tensor of rank >= 1 (its slices along axis 0)")
     n, *rest = x.shape
-    rows = _rows(attrs, n)
+    rows = counted_rows(attrs, n)
     return [TensorType((rows, *rest), x.dtype), TensorType((rows,), "int64"),
             TensorType((n,), "int64"), TensorType((rows,), "int64"), TensorType((), "int64")]
 
@@ -78,7 +78,7 @@ def _unique_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.nda
     def padded(a: np.ndarray) -> np.ndarray:
         out = np.zeros((n, *a.shape[1:]), a.dtype)
         out[:u] = a
-        return _counted(out, u, attrs)
+        return counted_result(out, u, attrs)
 
     return [padded(x[first]), padded(first), inverse, padded(counts), np.array(u, np.int64)]
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from ..symbolic import Dim
 from .expr import Expr, ExprLike, Load, Var, as_expr, const
+from .lower import flat_index
 from .stmt import Allocate, Buffer, For, IfThenElse, Seq, Stmt, Store
 from .symbols import ceil_div, extent_value, is_static
 
@@ -49,10 +50,9 @@ def spread(extent: Dim, body: Callable[[Expr], Stmt], name: str, family: str) ->
 
 def at(buf: Buffer, *indices: ExprLike) -> Expr:
     """The flat, row-major index of ``buf`` at ``indices`` (one per axis)."""
-    index: Expr = const(0)
-    for extent, i in zip(buf.shape, indices, strict=True):
-        index = index * extent + as_expr(i)
-    return index
+    if len(indices) != len(buf.shape):
+        raise ValueError(f"{buf.name} has {len(buf.shape)} axes, indexed with {len(indices)}")
+    return flat_index(buf.shape, tuple(as_expr(i) for i in indices))
 
 
 def load(buf: Buffer, *indices: ExprLike) -> Expr:
