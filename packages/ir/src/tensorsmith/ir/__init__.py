@@ -2,6 +2,7 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+from . import dtypes  # noqa: F401, I001  (first: registers bfloat16 with NumPy)
 from .build import build
 from .builder import GraphBuilder
 from .errors import ModelError, ShapeError, TargetError, TensorsmithError, UnsupportedOpError

@@ -49,6 +49,7 @@ from .passes import (
 from .passes.blocked_layout import block_layouts
 from .passes.index_checks import add_index_checks
 from .passes.memory_plan import ALIGN
+from .passes.precision import precision_dtype, reduce_precision
 from .records import applicable_steps
 from .schedules import default_schedule
 from .schedules.proxy import sized_for
@@ -60,18 +61,22 @@ from .te.stmt import PrimFunc
 def build(mod: Graph, target: str | Target = "llvm", params: Mapping[str, np.ndarray] | None = None,
           opt_level: int = 2, records: str | os.PathLike | None = None,
           dump: Callable[[str, str], None] | None = None,
-          index_checks: bool = True, size_hints: Mapping[str, int] | None = None
-          ) -> CompiledModule:
+          index_checks: bool = True, size_hints: Mapping[str, int] | None = None,
+          precision: str = "fp32") -> CompiledModule:
     """Compile ``mod`` for ``target``; ``params`` replace the weights of the same names.
     ``index_checks=False`` leaves out the run-time checks of indices
     (passes/index_checks.py). ``size_hints`` (symbol -> the size to expect, e.g. the top
     of the range a server sees) sizes the kernels of a model with run-time sizes for
-    those (schedules/proxy.py); any size still runs."""
+    those (schedules/proxy.py); any size still runs. ``precision`` ``"fp16"`` or
+    ``"bf16"`` stores weights and activations of a float32 model in that 16-bit type
+    and computes where it is safe (passes/precision.py); inputs and outputs stay
+    float32."""
     tgt = Target.parse(target)
     codegen = get_codegen(tgt)  # fail before any work when the target is not installed
+    precision_dtype(precision)  # an unknown value fails before any work too
     timings: list[tuple[str, float]] = []
     graph, groups, homes = fused_groups(mod, params, opt_level, dump, timings, tgt,
-                                        index_checks)
+                                        index_checks, precision)
     symbols = plan_symbols(graph)  # a size no input gives fails here, before any lowering
     _check_hints(size_hints or {}, symbols)
     start = time.perf_counter()
@@ -119,16 +124,21 @@ def fused_groups(mod: Graph, params: Mapping[str, np.ndarray] | None = None, opt
                  dump: Callable[[str, str], None] | None = None,
                  timings: list[tuple[str, float]] | None = None,
                  target: str | Target | None = None, index_checks: bool = True,
+                 precision: str = "fp32",
                  ) -> tuple[Graph, list[FusedGroup], dict[int, View]]:
     """The optimized graph, its kernel groups and where the values that share another's
     bytes live (reshapes, Concats in place: value uid -> View), exactly as ``build``
     lowers them for ``target``: the auto-tuner extracts its tasks here, so the workloads
     it tunes are the ones ``build`` looks up in the records. ``index_checks`` adds the
     run-time checks of indices (after the passes, so that none of them folds a check
-    away or into another)."""
+    away or into another). ``precision`` runs after the passes that fold weights (a
+    BatchNorm folded into its convolution is converted once, folded)."""
     graph = _bind_params(mod.copy(), params or {})
     _copy_passthrough_outputs(graph)
     pm = default_pipeline(opt_level)
+    reduced = precision_dtype(precision)
+    if reduced is not None:
+        pm.add("reduce_precision", lambda g: reduce_precision(g, reduced), 0)
     tgt = Target.parse(target) if target is not None else None
     if tgt is not None and tgt.family == "cpu" and activation_layout(tgt) == "blocked":
         # windows run on blocks of the CPU's float lanes (passes/blocked_layout.py)

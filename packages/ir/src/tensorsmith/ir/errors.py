@@ -6,7 +6,8 @@ command line catches to print a plain message (exit code 2) instead of a traceba
 
 from tensorsmith.runtime.errors import TensorsmithError
 
-__all__ = ["ModelError", "ShapeError", "TargetError", "TensorsmithError", "UnsupportedOpError"]
+__all__ = ["ModelError", "OptionError", "ShapeError", "TargetError", "TensorsmithError",
+           "UnsupportedOpError"]
 
 
 class ModelError(TensorsmithError):
@@ -23,3 +24,8 @@ class ShapeError(ModelError):
 
 class TargetError(TensorsmithError):
     """A target is unknown, or the distribution that provides it is not installed."""
+
+
+class OptionError(TensorsmithError, ValueError):
+    """A build option has a value the compiler does not take (the message names the
+    option, the value and the values it takes)."""

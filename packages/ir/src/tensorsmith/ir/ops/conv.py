@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import te
+from ..dtypes import accumulator
 from ..op_registry import Attrs, Pattern, TensorType, check, check_dim, register
 from ..symbolic import Dim, SymbolicDimError, dim_max, dim_min, is_static, shape_text, static_dim
 from ..te.expr import Expr, const, select
@@ -155,17 +156,43 @@ def _conv_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarr
 
 def _conv_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: str
                   ) -> list[te.Tensor]:
+    """The convolution in :func:`accumulator`'s dtype: 16-bit float operands are widened
+    as they are read and the float32 sums rounded once, by a last stage of their own
+    (as matmul does)."""
     x, w = inputs[0], inputs[1]
     if attrs.get("weight_transform"):  # weights stored for a fast algorithm
         from .winograd import winograd_conv2d
 
         return [winograd_conv2d(x, w, attrs, out[0].shape, attrs["weight_transform"], tag)]
+    acc = accumulator(x.dtype)
     if attrs.get("block"):
-        return [_blocked_conv(x, w, attrs, out[0].shape, tag)]
+        y = _blocked_conv(x, w, attrs, out[0].shape, tag, acc)
+    else:
+        y = _direct_conv(x, w, attrs, out[0].shape, tag, acc)
+    if y.dtype != x.dtype:
+        wide = y
+        y = te.compute(wide.shape, lambda *i: te.cast(x.dtype, wide[i]), name=tag + "_cast")
+    return [y]
+
+
+class _Widened:
+    """Reads of ``t`` converted to ``dtype`` where they happen (``r[i]`` is
+    ``cast(dtype, t[i])``): the convolution's loads stay loads of the 16-bit padded
+    input and weights, with no float32 copy of either, and its sums are float32."""
+
+    def __init__(self, t: te.Tensor, dtype: str) -> None:
+        self.t, self.dtype, self.shape, self.ndim = t, dtype, t.shape, t.ndim
+
+    def __getitem__(self, index: tuple[Expr, ...]) -> Expr:
+        return te.cast(self.dtype, self.t[index]) if self.dtype != self.t.dtype else self.t[index]
+
+
+def _direct_conv(x: te.Tensor, w: te.Tensor, attrs: Attrs, shape: Sequence[Dim], tag: str,
+                 acc: str) -> te.Tensor:
     groups = attrs.get("groups", 1)
     o, cg, kh, kw = w.shape
     strides, pads, dil = _geometry(attrs, kh, kw)
-    xp = pad_stage(x, pads, 0.0, tag)
+    xp, w = _Widened(pad_stage(x, pads, 0.0, tag), acc), _Widened(w, acc)
     og = o // groups
     rc, ry, rx = te.reduce_axis(cg, "rc"), te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
 
@@ -174,11 +201,11 @@ def _conv_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], 
         return te.sum(xp[n, c, y * strides[0] + ry.var * dil[0], z * strides[1] + rx.var * dil[1]]
                       * w[oc, rc.var, ry.var, rx.var], [rc, ry, rx])
 
-    return [te.compute(out[0].shape, element, name=tag, tag="conv2d")]
+    return te.compute(shape, element, name=tag, tag="conv2d")
 
 
-def _blocked_conv(x: te.Tensor, w: te.Tensor, attrs: Attrs, shape: Sequence[int], tag: str
-                  ) -> te.Tensor:
+def _blocked_conv(x: te.Tensor, w: te.Tensor, attrs: Attrs, shape: Sequence[int], tag: str,
+                  acc: str) -> te.Tensor:
     """``out[n, ob, y, z, oi]``, output channel ``ob * b + oi``: a dense or grouped
     convolution reduces over ``(input block of its group, ry, lane of the block, rx)``
     (or over the channels of a plain input), a depthwise one reads its own channel's
@@ -188,7 +215,7 @@ def _blocked_conv(x: te.Tensor, w: te.Tensor, attrs: Attrs, shape: Sequence[int]
     block = attrs["block"]
     _, cg, kh, kw = w.shape
     strides, pads, dil = _geometry(attrs, kh, kw)
-    xp = pad_stage(x, pads, 0.0, tag)
+    xp, w = _Widened(pad_stage(x, pads, 0.0, tag), acc), _Widened(w, acc)
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
 
     def at(y: Expr, z: Expr) -> tuple[Expr, Expr]:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import te
+from ..dtypes import accumulator
 from ..op_registry import Attrs, Pattern, TensorType, check, register
 from ..te.expr import Expr, const
 
@@ -80,7 +81,7 @@ def _compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: 
     reduced = [c for c in dict.fromkeys("".join(terms)) if c not in result]
     axes = {c: te.reduce_axis(sizes[c], f"r_{c}") for c in reduced}
     dtype = inputs[0].dtype
-    acc = "float32" if dtype == "float16" else dtype
+    acc = accumulator(dtype)
 
     def element(*idx: Expr) -> Expr:
         var = {c: i for c, i in zip(result, idx)}

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from .. import te
+from ..dtypes import is_float
 from ..op_registry import Attrs, Pattern, TensorType, check, register
 from ..te.expr import Expr, binary, call, cast, const, maximum, minimum, select
 from .broadcast import broadcast_index, broadcast_shapes
@@ -47,7 +48,7 @@ unary("log", lambda x, a: call("log", x), lambda x, a: np.log(x))
 unary("sqrt", lambda x, a: call("sqrt", x), lambda x, a: np.sqrt(x))
 unary("tanh", lambda x, a: call("tanh", x), lambda x, a: np.tanh(x))
 unary("erf", lambda x, a: call("erf", x), lambda x, a: _np_erf(x))
-unary("abs", lambda x, a: call("abs", x) if x.dtype.startswith("float") else call("iabs", x),
+unary("abs", lambda x, a: call("abs", x) if is_float(x.dtype) else call("iabs", x),
       lambda x, a: np.abs(x))
 unary("sigmoid", lambda x, a: _sigmoid(x), lambda x, a: 1.0 / (1.0 + np.exp(-x)))
 unary("reciprocal", lambda x, a: _f(x, 1.0) / x, lambda x, a: 1.0 / x)
@@ -99,7 +100,7 @@ def binary_op(name: str, comparison: bool = False) -> None:
 
         def element(*i: Expr) -> Expr:
             x, y = a[broadcast_index(a.shape, i)], b[broadcast_index(b.shape, i)]
-            integer = not a.dtype.startswith("float")
+            integer = not is_float(a.dtype)
             if name == "div" and integer:
                 return _trunc_div(x, y)
             if name == "pow" and integer:  # exact for the integer results int pow can hold

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import te
+from ..dtypes import accumulator, is_float
 from ..op_registry import Attrs, Pattern, TensorType, check, register
 from ..symbolic import shape_text, static_dim
 from ..te.expr import Expr, call, cast, const, maximum, minimum, select
@@ -37,7 +38,7 @@ def _infer(inputs: Sequence[TensorType], attrs: Attrs) -> list[TensorType]:
           f"{shape_text(x.shape)} and {shape_text(grid.shape)}")
     check(attrs.get("mode", "linear") in MODES and attrs.get("padding_mode", "zeros") in PADDING,
           f"grid_sample mode {attrs.get('mode')!r} / padding {attrs.get('padding_mode')!r}")
-    check(x.dtype.startswith("float") and grid.dtype == x.dtype,
+    check(is_float(x.dtype) and grid.dtype == x.dtype,
           f"grid_sample takes float data and a grid of its dtype, got {x.dtype}, {grid.dtype}")
     return [TensorType((x.shape[0], x.shape[1], *grid.shape[1:-1]), x.dtype)]
 
@@ -146,7 +147,7 @@ def _compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: 
     # (the image's size sets constants of the coordinate arithmetic: it must be static)
     dims = [static_dim(d, "grid_sample's input image size") for d in x.shape[2:]]
     nd = len(dims)
-    f = "float32" if x.dtype == "float16" else x.dtype
+    f = accumulator(x.dtype)
 
     def coordinate(n: Expr, *rest: Expr) -> Expr:
         """Stage 1: the pixel coordinate along dimension ``i`` (after the padding rule),

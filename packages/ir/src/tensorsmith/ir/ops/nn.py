@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import te
+from ..dtypes import accumulator
 from ..op_registry import Attrs, Pattern, TensorType, check, check_dim, register
 from ..symbolic import shape_text
 from ..te.expr import Expr, const
@@ -30,7 +31,7 @@ def _matmul_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType]
                     ) -> list[te.Tensor]:
     a, b = inputs
     k = te.reduce_axis(a.shape[-1], "k")
-    acc = "float32" if a.dtype == "float16" else a.dtype
+    acc = accumulator(a.dtype)
 
     def element(*idx: Expr) -> Expr:
         batch, i, j = idx[:-2], idx[-2], idx[-1]
@@ -44,8 +45,15 @@ def _matmul_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType]
     return [c]
 
 
+def _matmul_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """In the accumulator's dtype, as the kernels sum (NumPy multiplies bfloat16 into
+    float32, float16 in float16)."""
+    acc = accumulator(str(a.dtype))
+    return np.matmul(a.astype(acc), b.astype(acc)).astype(a.dtype)
+
+
 register("matmul", Pattern.OUT_ELEMWISE_FUSABLE, _matmul_infer,
-         lambda arrays, attrs: [np.matmul(arrays[0], arrays[1])], _matmul_compute,
+         lambda arrays, attrs: [_matmul_reference(*arrays)], _matmul_compute,
          num_inputs=(2, 2))
 
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import te
+from ..dtypes import is_float
 from ..op_registry import Attrs, Pattern, TensorType, always, attr_dim, check, check_dim, register
 from ..symbolic import Dim, Sym, dim_max, is_static, static_dim
 from ..te.expr import Expr, const, maximum, minimum, select
@@ -88,7 +89,7 @@ def _source(i: Expr, n: Dim, before: Dim, mode: str) -> tuple[Expr, Expr | None]
 def _fill(value: float, dtype: str) -> Expr:
     if dtype == "bool":
         return const(bool(value), dtype)
-    return const(float(value) if dtype.startswith("float") else int(value), dtype)
+    return const(float(value) if is_float(dtype) else int(value), dtype)
 
 
 def _compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: str

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import te
+from ..dtypes import is_float
 from ..op_registry import Attrs, Pattern, TensorType, check, register
 from ..symbolic import math_prod, shape_text, static_dim
 from ..te.expr import Expr, cast, const, maximum, minimum, select
@@ -35,7 +36,7 @@ def _clamp(i: Expr, n: int) -> Expr:
 def _lowest(dtype: str, highest: bool = False) -> float | int | bool:
     if dtype == "bool":
         return highest
-    if dtype.startswith("float"):
+    if is_float(dtype):
         return float("inf") if highest else float("-inf")
     info = np.iinfo(dtype)
     return int(info.max if highest else info.min)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import is_float
 from ..graph import Graph, Node, Value
 from .rewrite import replace_uses
 
@@ -120,7 +121,7 @@ def _pow_as_products(graph: Graph, node: Node) -> bool:
     x, exponent = node.inputs
     out = node.outputs[0]
     if (not exponent.is_constant or exponent.data is None or exponent.data.size != 1
-            or not x.dtype.startswith("float") or out.shape != x.shape):
+            or not is_float(x.dtype) or out.shape != x.shape):
         return False
     power = float(exponent.data.reshape(-1)[0])
     if power not in SMALL_POWERS:

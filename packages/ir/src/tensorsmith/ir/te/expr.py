@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Union
 
+from ..dtypes import is_float
 from ..symbolic import Dim, Sym
 
 ExprLike = Union["Expr", int, float, bool, Sym]
@@ -75,7 +76,7 @@ class Expr:
 def _literal_dtype(x: int | float | bool, partner: str) -> str:
     if isinstance(x, bool):
         return "bool"
-    if isinstance(x, float) and not partner.startswith("float"):
+    if isinstance(x, float) and not is_float(partner):
         return "float32"
     return partner
 
@@ -209,7 +210,7 @@ def binary(op: str, a: Expr, b: Expr) -> Expr:
     dtype = "bool" if op in COMPARISONS or op in ("and", "or") else a.dtype
     ca = a.value if isinstance(a, Const) else None
     cb = b.value if isinstance(b, Const) else None
-    integer = not dtype.startswith("float")
+    integer = not is_float(dtype)
     if ca is not None and cb is not None:
         if op in _PY:
             return const(_PY[op](ca, cb), dtype)
@@ -287,7 +288,7 @@ def cast(dtype: str, value: ExprLike) -> Expr:
     if isinstance(e, Const):
         if dtype == "bool":
             return const(bool(e.value), dtype)
-        return const(float(e.value) if dtype.startswith("float") else int(e.value), dtype)
+        return const(float(e.value) if is_float(dtype) else int(e.value), dtype)
     return Cast(e, dtype)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from tensorsmith.runtime.layouts import stored_shape
 
-from ..dtypes import itemsize
+from ..dtypes import is_float, itemsize
 from ..symbolic import Dim
 from . import allreduce, tiles
 from .expr import (
@@ -86,8 +86,8 @@ def identity(combiner: str, dtype: str) -> Expr:
     """The value a reduction starts from: 0, 1, or the dtype's lowest/highest value."""
     if combiner in ("sum", "prod"):
         one = 1 if combiner == "prod" else 0
-        return const(float(one) if dtype.startswith("float") else one, dtype)
-    if dtype.startswith("float"):
+        return const(float(one) if is_float(dtype) else one, dtype)
+    if is_float(dtype):
         return const(float("-inf") if combiner == "max" else float("inf"), dtype)
     lo, hi = (0, 1) if dtype == "bool" else (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
     return const(lo if combiner == "max" else hi, dtype)

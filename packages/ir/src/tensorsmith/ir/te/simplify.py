@@ -8,6 +8,7 @@ that LLVM strength-reduces and vectorizes.
 
 from __future__ import annotations
 
+from ..dtypes import is_float
 from .expr import Binary, Const, Expr, Var, binary, const
 from .visit import rewrite
 
@@ -19,7 +20,7 @@ def interval(e: Expr, bounds: dict[int, Interval]) -> Interval | None:
         return (e.value, e.value)
     if isinstance(e, Var):
         return bounds.get(id(e))
-    if isinstance(e, Binary) and not e.dtype.startswith("float"):
+    if isinstance(e, Binary) and not is_float(e.dtype):
         a, b = interval(e.a, bounds), interval(e.b, bounds)
         if a is None or b is None:
             return None

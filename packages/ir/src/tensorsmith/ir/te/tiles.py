@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..dtypes import is_float
 from .expr import Binary, Const, Expr, Load, Var, binary, const, same
 from .schedule import Leaf, Stage, input_tensors
 from .simplify import Interval, simplify
@@ -326,7 +327,7 @@ def _guarded_copy(tile: Tile, read: Reader, offsets: list[Expr], dest: Buffer,
 def _zero(dtype: str) -> Expr:
     if dtype == "bool":
         return const(False)
-    return const(0.0 if dtype.startswith("float") else 0, dtype)
+    return const(0.0 if is_float(dtype) else 0, dtype)
 
 
 @dataclass
