@@ -7,14 +7,19 @@ once on entry. Parallel loops are outlined into ``void body(void *closure, i64 b
 i64 end)`` and handed to ``tsm_parallel_for`` of the thread pool linked into the
 artifact; the closure carries ``args`` (whence the body loads the sizes again) and the
 enclosing loop variables.
+
+bfloat16 is stored as 16 bits and computed in float32 registers (bfloat16.py): loads
+widen, stores and casts round.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from llvmlite import ir
 
+from tensorsmith.ir.dtypes import is_float
 from tensorsmith.ir.te.evaluate import BINARY_OPS
 from tensorsmith.ir.te.expr import (
     COMPARISONS,
@@ -41,6 +46,7 @@ from tensorsmith.ir.te.stmt import (
 )
 from tensorsmith.ir.te.visit import free_vars, stmt_exprs, walk, walk_stmts
 
+from . import bfloat16
 from .constants import constant
 from .fastmath import INLINE_F32
 from .vectorize import try_vectorize
@@ -57,7 +63,9 @@ _STATIC_OPS = frozenset({"add", "sub", "mul", "floordiv", "floormod", "eq", "ne"
                          "gt", "ge", "and", "or"})
 _NO_NAN_FLAGS = ("contract", "reassoc", "nsz", "arcp", "afn")
 
+# (bfloat16: the register type; memory holds 16 bits, see _memory_type)
 _LLVM_TYPES = {"float32": ir.FloatType(), "float64": ir.DoubleType(), "float16": ir.HalfType(),
+               "bfloat16": ir.FloatType(),
                "int64": I64, "int32": I32, "int16": ir.IntType(16), "int8": I8, "uint8": I8,
                "uint16": ir.IntType(16), "uint32": I32, "uint64": I64, "bool": I1}
 _INTRINSICS = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt", "abs": "llvm.fabs",
@@ -93,7 +101,14 @@ def _fold_index(op: str, x: ir.Value, y: ir.Value) -> ir.Value | None:
 
 
 def _memory_type(dtype: str) -> ir.Type:
+    if dtype == "bfloat16":
+        return ir.IntType(16)
     return I8 if dtype == "bool" else llvm_type(dtype)
+
+
+def _arith(dtype: str) -> str:
+    """The dtype a value of ``dtype`` is computed in: bfloat16 in float32."""
+    return "float32" if dtype == "bfloat16" else dtype
 
 
 def _unsigned(dtype: str) -> bool:
@@ -290,6 +305,8 @@ class KernelEmitter:
         value = self.expr(b, s.value)
         if s.buffer.dtype == "bool":
             value = b.zext(self._as_bool(b, value), I8)
+        elif s.buffer.dtype == "bfloat16":
+            value = bfloat16.narrow(b, value)
         b.store(value, self._address(b, s.buffer, s.index))
 
     def _address(self, b: ir.IRBuilder, buf: Buffer, index: Expr) -> ir.Value:
@@ -302,7 +319,9 @@ class KernelEmitter:
             ty = llvm_type(e.dtype)
             if e.dtype == "bool":
                 return ir.Constant(I1, int(bool(e.value)))
-            if e.dtype.startswith("float"):
+            if e.dtype == "bfloat16":  # the value the dtype holds, in a float32 register
+                return ir.Constant(ty, float(np.float32(e.value).astype("bfloat16")))
+            if is_float(e.dtype):
                 return ir.Constant(ty, float(e.value))
             return ir.Constant(ty, int(e.value))
         if isinstance(e, SymVar):
@@ -313,6 +332,8 @@ class KernelEmitter:
             buf = e.buffer
             assert isinstance(buf, Buffer)
             v = b.load(self._address(b, buf, e.indices[0]), typ=_memory_type(buf.dtype))
+            if buf.dtype == "bfloat16":
+                return bfloat16.widen(b, v)
             return b.trunc(v, I1) if buf.dtype == "bool" else v
         if isinstance(e, Binary):
             return self._binary(b, e, self.expr(b, e.a), self.expr(b, e.b))
@@ -334,12 +355,12 @@ class KernelEmitter:
         condition emits only the arm taken: a Winograd transform's coefficient tables
         then cost nothing, and their zero terms are never emitted."""
         if isinstance(e, Const):
-            return None if e.dtype.startswith("float") else int(e.value)
+            return None if is_float(e.dtype) else int(e.value)
         if isinstance(e, Var):
             v = self.vars.get(id(e))
             return v.constant if isinstance(v, ir.Constant) and isinstance(
                 v.constant, int) else None
-        if isinstance(e, Binary) and e.op in _STATIC_OPS and not e.a.dtype.startswith("float"):
+        if isinstance(e, Binary) and e.op in _STATIC_OPS and not is_float(e.a.dtype):
             x = self.static_value(e.a)
             y = None if x is None else self.static_value(e.b)
             if y is None or (e.op in ("floordiv", "floormod") and y == 0):
@@ -360,11 +381,11 @@ class KernelEmitter:
         raise TypeError(f"cannot emit expression {type(e).__name__}")
 
     def _binary(self, b: ir.IRBuilder, e: Binary, x: ir.Value, y: ir.Value) -> ir.Value:
-        dt = e.a.dtype
+        dt = _arith(e.a.dtype)
         if e.op in ("and", "or"):
             x, y = self._as_bool(b, x), self._as_bool(b, y)
             return b.and_(x, y) if e.op == "and" else b.or_(x, y)
-        if dt.startswith("float"):
+        if is_float(dt):
             if e.op in COMPARISONS:
                 if e.op == "ne":
                     return b.fcmp_unordered("!=", x, y)
@@ -427,11 +448,16 @@ class KernelEmitter:
     def _cast(self, b: ir.IRBuilder, v: ir.Value, src: str, dst: str) -> ir.Value:
         if src == dst:
             return v
+        if dst == "bfloat16":  # via float32 (a bfloat16 register is one), then round
+            return bfloat16.round_to(b, self._cast(b, v, src, "float32"))
+        src = _arith(src)
+        if src == dst:  # bfloat16 -> float32: the register already holds it
+            return v
         to = llvm_type(dst)
         lanes = v.type.count if isinstance(v.type, ir.VectorType) else 0
         if lanes:
             to = ir.VectorType(to, lanes)
-        sf, df = src.startswith("float"), dst.startswith("float")
+        sf, df = is_float(src), is_float(dst)
         if dst == "bool":
             if sf:
                 return b.fcmp_unordered("!=", v, constant(v.type, 0.0))
@@ -449,7 +475,7 @@ class KernelEmitter:
         return b.trunc(v, to) if dw < sw else v
 
     def _call(self, b: ir.IRBuilder, e: Call, args: list[ir.Value]) -> ir.Value:
-        dt = e.args[0].dtype
+        dt = _arith(e.args[0].dtype)
         if dt == "float32" and e.fn in INLINE_F32:
             return INLINE_F32[e.fn](b, args[0])
         if isinstance(args[0].type, ir.VectorType) and e.fn not in _INTRINSICS:
@@ -467,6 +493,8 @@ class KernelEmitter:
             fn = self._declare(name, ir.FunctionType(ty, [ty] * len(args)))
             return b.call(fn, args)
         if e.fn == "bitcast":  # same-width reinterpretation (ONNX BitCast); bool is 0/1
+            if "bfloat16" in (dt, e.dtype):  # from or to the 16 bits of a register value
+                raise TypeError("bitcast of bfloat16 is not supported")
             to = llvm_type(e.dtype)
             return b.zext(args[0], to) if dt == "bool" else b.bitcast(args[0], to)
         if e.fn == "isnan":
@@ -491,7 +519,7 @@ class KernelEmitter:
         return out
 
     def _intrinsic(self, b: ir.IRBuilder, name: str, args: list[ir.Value], dt: str) -> ir.Value:
-        suffix = {"float32": "f32", "float64": "f64", "float16": "f16"}[dt]
+        suffix = {"float32": "f32", "float64": "f64", "float16": "f16"}[_arith(dt)]
         if isinstance(args[0].type, ir.VectorType):
             suffix = f"v{args[0].type.count}{suffix}"
         ty = args[0].type

@@ -5,6 +5,9 @@ that is affine in the loop variable with stride 1 becomes one contiguous vector 
 or store, stride 0 a scalar broadcast, any other access per-lane loads. Bodies this
 cannot express (a store whose address does not move with the variable, control flow)
 return False and the caller emits an ordinary loop for LLVM's own vectorizer.
+
+bfloat16 vectors load as 16-bit lanes and widen to float32 lanes (bfloat16.py) whichever
+way they were loaded; stores narrow them back.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from tensorsmith.ir.te.expr import Binary, Call, Cast, Const, Expr, Load, Select
 from tensorsmith.ir.te.stmt import For, IfThenElse, Seq, Stmt, Store
 from tensorsmith.ir.te.visit import children, free_vars
 
+from . import bfloat16
 from .constants import vector
 
 if TYPE_CHECKING:
@@ -217,6 +221,8 @@ class VectorEmitter:
             wide = isinstance(value.type, ir.VectorType)
             value = b.zext(value, ir.VectorType(ir.IntType(8), self.lanes) if wide
                            else ir.IntType(8))
+        elif s.buffer.dtype == "bfloat16":  # float32 in registers, 16 bits in memory
+            value = bfloat16.narrow(b, value)
         vty = ir.VectorType(_elem(s.buffer.dtype), self.lanes)
         value = self.splat(value, vty)
         self.em.vars[id(self.var)] = zero
@@ -260,39 +266,10 @@ class VectorEmitter:
         if isinstance(e, Var):
             return vector(ir.VectorType(ir.IntType(64), self.lanes), range(self.lanes))
         if isinstance(e, Load):
-            buf = e.buffer
-            if stride_of(e.indices[0], self.var) == 1 and buf.dtype != "bool":  # type: ignore[union-attr]
-                plain = getattr(self, "mask", None) is None or buf.scope == "local"  # type: ignore[union-attr]
-                key = ((id(b.block), id(buf), self.lanes, self._key(e.indices[0]))
-                       if plain else None)
-                if key is not None and key in self.em.loaded:
-                    return self.em.loaded[key]
-                self.em.vars[id(self.var)] = ir.Constant(ir.IntType(64), 0)
-                addr = self.em._address(b, buf, e.indices[0])  # type: ignore[arg-type]
-                vty = ir.VectorType(_elem(buf.dtype), self.lanes)  # type: ignore[union-attr]
-                align = _elem_bytes(buf.dtype)  # type: ignore[union-attr]
-                if key is not None:
-                    self.em.loaded[key] = loaded = b.load(addr, typ=vty, align=align)
-                    return loaded
-                fn = self._masked("load", vty, ir.FunctionType(
-                    vty, [PTR, ir.IntType(32), self.mask.type, vty]))
-                return b.call(fn, [addr, ir.Constant(ir.IntType(32), align), self.mask,
-                                   ir.Constant(vty, ir.Undefined)])
-            step = stride_of(e.indices[0], self.var)
-            if step in (2, 3, 4) and buf.dtype != "bool" and buf.scope != "local":  # type: ignore[union-attr]
-                return self.strided_load(e, step)
-            if step is None and buf.dtype != "bool" and buf.scope != "local":  # type: ignore[union-attr]
-                from .clamped import clamped_span, load_clamped
-
-                span = clamped_span(e.indices[0], self.var)
-                if span is not None:
-                    return load_clamped(self, e, span)
-                from .offsets import lane_offsets, load_offsets
-
-                pattern = lane_offsets(e.indices[0], self.var, self.lanes)
-                if pattern is not None:
-                    return load_offsets(self, e, *pattern)
-            return self.gather(e, step)
+            v = self.load(e)
+            if e.buffer.dtype == "bfloat16" and isinstance(v.type.element, ir.IntType):  # type: ignore[union-attr]
+                return bfloat16.widen(b, v)  # (a per-lane load has widened already)
+            return v
         if isinstance(e, Select) and all(v is not self.var for v in free_vars(e.cond)):
             known = self.em.static_value(e.cond)
             if known is not None:
@@ -305,6 +282,44 @@ class VectorEmitter:
             return self.per_node(e)
         return self.per_lane(e)
 
+    def load(self, e: Load) -> ir.Value:
+        """A vector load of ``e``, in the buffer's memory type (16-bit lanes for
+        bfloat16), except where it fell back to per-lane scalar loads."""
+        b = self.b
+        buf = e.buffer
+        if stride_of(e.indices[0], self.var) == 1 and buf.dtype != "bool":  # type: ignore[union-attr]
+            plain = getattr(self, "mask", None) is None or buf.scope == "local"  # type: ignore[union-attr]
+            key = ((id(b.block), id(buf), self.lanes, self._key(e.indices[0]))
+                   if plain else None)
+            if key is not None and key in self.em.loaded:
+                return self.em.loaded[key]
+            self.em.vars[id(self.var)] = ir.Constant(ir.IntType(64), 0)
+            addr = self.em._address(b, buf, e.indices[0])  # type: ignore[arg-type]
+            vty = ir.VectorType(_elem(buf.dtype), self.lanes)  # type: ignore[union-attr]
+            align = _elem_bytes(buf.dtype)  # type: ignore[union-attr]
+            if key is not None:
+                self.em.loaded[key] = loaded = b.load(addr, typ=vty, align=align)
+                return loaded
+            fn = self._masked("load", vty, ir.FunctionType(
+                vty, [PTR, ir.IntType(32), self.mask.type, vty]))
+            return b.call(fn, [addr, ir.Constant(ir.IntType(32), align), self.mask,
+                               ir.Constant(vty, ir.Undefined)])
+        step = stride_of(e.indices[0], self.var)
+        if step in (2, 3, 4) and buf.dtype != "bool" and buf.scope != "local":  # type: ignore[union-attr]
+            return self.strided_load(e, step)
+        if step is None and buf.dtype != "bool" and buf.scope != "local":  # type: ignore[union-attr]
+            from .clamped import clamped_span, load_clamped
+
+            span = clamped_span(e.indices[0], self.var)
+            if span is not None:
+                return load_clamped(self, e, span)
+            from .offsets import lane_offsets, load_offsets
+
+            pattern = lane_offsets(e.indices[0], self.var, self.lanes)
+            if pattern is not None:
+                return load_offsets(self, e, *pattern)
+        return self.gather(e, step)
+
     def padded_read(self, e: Select) -> ir.Value | None:
         """``select(inside, buf[clamped span], fill)``, a padded input's read, as one
         masked span load (see clamped.py); None when ``e`` has another shape."""
@@ -312,8 +327,8 @@ class VectorEmitter:
 
         load = e.a
         assert isinstance(load, Load)
-        if load.buffer.dtype == "bool" or load.buffer.scope == "local":  # type: ignore[union-attr]
-            return None
+        if load.buffer.dtype in ("bool", "bfloat16") or load.buffer.scope == "local":  # type: ignore[union-attr]
+            return None  # (a bfloat16 fill is a float32 value, its lanes 16 bits)
         if any(v is self.var for v in free_vars(e.b)) or not matches(e.cond, self.var):
             return None
         span = clamped_span(load.indices[0], self.var)
@@ -467,4 +482,4 @@ def _elem(dtype: str) -> ir.Type:
 
 def _elem_bytes(dtype: str) -> int:
     return {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2,
-            "int16": 2}.get(dtype, 1)
+            "bfloat16": 2, "int16": 2}.get(dtype, 1)
