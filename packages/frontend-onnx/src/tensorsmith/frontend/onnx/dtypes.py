@@ -1,8 +1,9 @@
 """ONNX element types and the NumPy dtype names the graph IR uses.
 
-Only the types NumPy and the llvm target hold are mapped; anything else (strings,
-bfloat16, float8, 4-bit integers, complex) is refused at import with the type's ONNX name,
-rather than surfacing later as a codegen failure.
+Only the types the graph IR holds are mapped; anything else (strings, float8, 4-bit
+integers, complex) is refused at import with the type's ONNX name, rather than surfacing
+later as a codegen failure. bfloat16 tensors read as ``ml_dtypes`` arrays, which
+``tensorsmith.ir`` registers with NumPy under that name (ir/dtypes.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from tensorsmith.ir.errors import ModelError
 ONNX_TO_NUMPY: dict[int, str] = {
     TensorProto.FLOAT: "float32",
     TensorProto.FLOAT16: "float16",
+    TensorProto.BFLOAT16: "bfloat16",
     TensorProto.DOUBLE: "float64",
     TensorProto.INT64: "int64",
     TensorProto.INT32: "int32",

@@ -113,7 +113,8 @@ TSM_API const char *tsm_last_error(void);
 
 TSM_API const char *tsm_model_input_name(const void *model, int index);  /* NULL if out of range */
 TSM_API const char *tsm_model_output_name(const void *model, int index); /* NULL if out of range */
-/* NumPy dtype names: "float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool", ... */
+/* NumPy dtype names: "float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool", ...;
+ * "bfloat16" is 16 bits, the upper half of a float32's (the ml_dtypes name). */
 TSM_API const char *tsm_model_input_dtype(const void *model, int index);
 TSM_API const char *tsm_model_output_dtype(const void *model, int index);
 TSM_API int tsm_model_input_ndim(const void *model, int index);
