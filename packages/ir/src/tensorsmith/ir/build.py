@@ -32,7 +32,7 @@ from tensorsmith.runtime.plan import (
 )
 
 from .codegen import get_codegen, target_resources
-from .errors import ModelError
+from .errors import ModelError, TargetError
 from .graph import Graph, Node, Value
 from .host_sizes import expr_symbols
 from .lowering import default_transforms, lower_group, workload_key
@@ -77,6 +77,7 @@ def build(mod: Graph, target: str | Target = "llvm", params: Mapping[str, np.nda
     timings: list[tuple[str, float]] = []
     graph, groups, homes = fused_groups(mod, params, opt_level, dump, timings, tgt,
                                         index_checks, precision)
+    _check_dtypes(graph, tgt, precision)
     symbols = plan_symbols(graph)  # a size no input gives fails here, before any lowering
     _check_hints(size_hints or {}, symbols)
     start = time.perf_counter()
@@ -91,6 +92,23 @@ def build(mod: Graph, target: str | Target = "llvm", params: Mapping[str, np.nda
     kernels = codegen(funcs, tgt)
     timings.append(("codegen", time.perf_counter() - start))
     return CompiledModule(graph, funcs, plan, blob, kernels, tgt, timings)
+
+
+def _check_dtypes(graph: Graph, tgt: Target, precision: str) -> None:
+    """A TargetError naming the first tensor whose dtype the target's kernels cannot
+    hold (its plug-in's ``refused_dtypes``), before anything is lowered."""
+    refused = tgt.info.refused_dtypes
+    if not refused:
+        return
+    reduced = precision_dtype(precision)
+    for v, where in [*((v, "graph input") for v in graph.inputs),
+                     *((v, f"node '{n.name}' ({n.op})") for n in graph.nodes
+                       for v in (*n.inputs, *n.outputs))]:
+        if v.dtype in refused:
+            hint = (f" (precision={precision!r} stores the model in {v.dtype}; pick "
+                    "another precision)" if v.dtype == reduced else "")
+            raise TargetError(f"the {tgt.kind} target does not support dtype {v.dtype}: "
+                              f"'{v.name}' of {where} is {v.dtype}{hint}")
 
 
 def _lower_once_per_workload(groups: list[FusedGroup], schedule: Callable[..., Any],

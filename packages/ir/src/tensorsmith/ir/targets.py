@@ -55,8 +55,10 @@ class TargetInfo:
     ``cpu``-family target compiles for (vector width, registers, caches), which the
     default rules size their tiles by; without one the rules assume
     :data:`~tensorsmith.ir.target.BASELINE_CPU`. It may raise TargetError for a bad
-    target option, before anything is lowered. ``distribution`` is filled in from the
-    entry point's distribution when the record is loaded.
+    target option, before anything is lowered. ``refused_dtypes`` are the dtypes its
+    kernels cannot hold: ``build`` refuses a graph with a tensor of one, naming the
+    tensor, the dtype and the target, before lowering. ``distribution`` is filled in
+    from the entry point's distribution when the record is loaded.
     """
 
     kind: str
@@ -65,6 +67,7 @@ class TargetInfo:
     suffix: str
     tunable: bool = False
     describe_cpu: Callable[[Target], CpuResources] | None = None
+    refused_dtypes: frozenset[str] = frozenset()
     distribution: str = ""
 
 

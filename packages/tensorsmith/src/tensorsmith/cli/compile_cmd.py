@@ -147,6 +147,16 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         "it) instead of failing the run with an error naming the node; saves one small "
         "pass over each input of indices",
     )
+    p.add_argument(
+        "--precision",
+        metavar="P",
+        default="fp32",
+        help="fp32 (default), fp16 or bf16: store the weights and the tensors between "
+        "kernels of a float32 model as float16 or bfloat16 (half the bytes), with "
+        "convolutions and matrix products summing in float32 and softmax, normalizations "
+        "and other sensitive ops kept in float32; inputs and outputs stay float32 "
+        "(bf16: llvm only)",
+    )
     p.set_defaults(func=run)
 
 
@@ -230,6 +240,8 @@ def run(args: argparse.Namespace) -> int:
         kwargs["index_checks"] = False
     if hints:
         kwargs["size_hints"] = hints
+    if args.precision != "fp32":  # (checked by build, which names the values it takes)
+        kwargs["precision"] = args.precision
     with plain_record_warnings():
         try:
             lib = build(mod, target=target, params=params, **kwargs)

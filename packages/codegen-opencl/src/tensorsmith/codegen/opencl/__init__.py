@@ -26,7 +26,7 @@ __all__ = ["TARGET", "OpenCLKernels", "Program", "__version__", "codegen", "emit
 
 #: The ``opencl`` target: GPU kernels as OpenCL C, run by the runtime's OpenCL device.
 TARGET = TargetInfo(kind="opencl", family="gpu", device="opencl", suffix=".opencl.tsm",
-                    tunable=True)
+                    tunable=True, refused_dtypes=frozenset({"bfloat16"}))
 
 
 def codegen(functions: list[PrimFunc], target: Target) -> OpenCLKernels:

@@ -29,7 +29,7 @@ __all__ = ["TARGET", "SpirvKernels", "SpirvModule", "__version__", "codegen"]
 
 #: The ``vulkan`` target: GPU kernels as SPIR-V, run by the runtime's Vulkan device.
 TARGET = TargetInfo(kind="vulkan", family="gpu", device="vulkan", suffix=".vulkan.tsm",
-                    tunable=True)
+                    tunable=True, refused_dtypes=frozenset({"bfloat16"}))
 
 
 def codegen(functions: list[PrimFunc], target: Target) -> SpirvKernels:
