@@ -1,0 +1,120 @@
+"""Models compiled for reduced precision (``build(..., precision=...)``,
+passes/precision.py) against ONNX Runtime's float32 result.
+
+Tolerances (``max |ours - ort| / max |ort|``): each value between kernels is rounded to
+the 16-bit type once (unit roundoff u = 2**-11 for float16, 2**-8 for bfloat16), sums
+are float32, and a few layers compound a few such roundings of values near the largest
+output; 2e-3 (about 4u) for float16 and 1e-2 (about 2.5u) for bfloat16 leave that room
+while still failing for a float16 accumulation (a 576-term float16 sum is off by ~10u)
+or a wrong rounding of the weights. Measured here: ResNet-18 (32x32) 1.1e-3 / 4.4e-3.
+
+float16 runs on every target (the ``target`` fixture); OpenCL needs ``cl_khr_fp16`` on
+the device and otherwise must refuse the artifact plainly. bfloat16 kernels exist only
+for llvm: the GPU targets must refuse it at build time, naming the dtype and target.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tensorsmith.runtime as rt
+from bench.measure import relative_error
+from bench.models import MODELS, input_shapes, sample_inputs
+from tensorsmith.frontend.onnx import from_onnx
+from tensorsmith.ir import Target, TargetError, build
+
+RTOL = {"fp16": 2e-3, "bf16": 1e-2}
+
+
+def mlp() -> onnx.ModelProto:
+    """Gemm + Relu, Gemm, Softmax: 64 -> 128 -> 10, batch 4."""
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.15).astype(np.float32), n)
+             for n, s in (("w1", (128, 64)), ("b1", (128,)), ("w2", (10, 128)), ("b2", (10,)))]
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1),
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Gemm", ["r", "w2", "b2"], ["logits"], transB=1),
+             helper.make_node("Softmax", ["logits"], ["prob"], axis=-1)]
+    graph = helper.make_graph(
+        nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 64])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [4, 10]),
+         helper.make_tensor_value_info("prob", TensorProto.FLOAT, [4, 10])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+MODELS_UNDER_TEST = {
+    "mlp": mlp,
+    "convnet": lambda: MODELS["resnet18"](opset=17, image=32),
+    "attention": lambda: MODELS["bert_encoder"](opset=17, layers=1, hidden=64, heads=2,
+                                                seq=16, vocab=50),
+}
+
+
+def _compile_and_run(model: onnx.ModelProto, target: str, precision: str, path: Path
+                     ) -> tuple[list[np.ndarray], list[np.ndarray], int]:
+    """(ours, ONNX Runtime's float32 outputs, artifact bytes)."""
+    feeds = sample_inputs(model, seed=1)
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, feeds)
+    mod, params = from_onnx(model, shape=input_shapes(model))
+    tgt = Target.parse(target)
+    artifact = path / f"model_{precision}{tgt.info.suffix}"
+    build(mod, target=target, params=params, precision=precision).export_library(artifact)
+    with rt.load(artifact, device=tgt.info.device) as module:
+        got = module.run(feeds)
+    return got, want, artifact.stat().st_size
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+@pytest.mark.parametrize("name", list(MODELS_UNDER_TEST))
+def test_llvm_within_tolerance(name: str, precision: str, tmp_path: Path) -> None:
+    model = MODELS_UNDER_TEST[name]()
+    got, want, _ = _compile_and_run(model, "llvm", precision, tmp_path)
+    for out, g, w in zip(model.graph.output, got, want):
+        assert g.dtype == np.float32 and g.shape == w.shape, out.name
+        err = relative_error(g, w)
+        assert err < RTOL[precision], f"{name} {out.name}: {err:.3g}"
+        # and not suspiciously exact: the outputs did go through the 16-bit type
+        assert err > 1e-6, f"{name} {out.name}: {err:.3g} (was it computed in float32?)"
+
+
+def test_weights_stored_at_half_size(tmp_path: Path) -> None:
+    """The fp16 and bf16 artifacts of the conv net carry about half the bytes (the
+    weights dominate them)."""
+    model = MODELS_UNDER_TEST["convnet"]()
+    sizes = {p: _compile_and_run(model, "llvm", p, tmp_path)[2] for p in ("fp32", "fp16", "bf16")}
+    weights = sum(numpy_helper.to_array(t).nbytes for t in model.graph.initializer)
+    for p in ("fp16", "bf16"):
+        assert sizes["fp32"] - sizes[p] > 0.45 * weights, sizes
+
+
+def test_fp16_on_every_target(target: str, tmp_path: Path) -> None:
+    model = MODELS_UNDER_TEST["mlp"]()
+    if target == "opencl" and "cl_khr_fp16" not in _opencl_extensions():
+        with pytest.raises(rt.DeviceError, match="needs the OpenCL extension cl_khr_fp16"):
+            _compile_and_run(model, target, "fp16", tmp_path)
+        return
+    got, want, _ = _compile_and_run(model, target, "fp16", tmp_path)
+    for out, g, w in zip(model.graph.output, got, want):
+        assert relative_error(g, w) < RTOL["fp16"], out.name
+
+
+def _opencl_extensions() -> list[str]:
+    from tensorsmith.runtime.opencl import list_devices
+
+    return list_devices()[0].extensions.split()
+
+
+@pytest.mark.parametrize("gpu", [pytest.param("vulkan", marks=pytest.mark.vulkan),
+                                 pytest.param("opencl", marks=pytest.mark.opencl)])
+def test_bf16_refused_by_gpu_targets(gpu: str) -> None:
+    mod, params = from_onnx(MODELS_UNDER_TEST["mlp"]())
+    with pytest.raises(TargetError, match=f"the {gpu} target does not support dtype bfloat16: "
+                       r"'x_bf16' of node .* \(precision='bf16' stores the model in bfloat16"):
+        build(mod, target=gpu, params=params, precision="bf16")
