@@ -242,6 +242,31 @@ def test_compile_verbose_prints_pass_times_and_kernels(tmp_path):
                      r"relu1\]", proc.stdout), proc.stdout
 
 
+@pytest.mark.parametrize("precision,tolerance", [("fp16", 2e-3), ("bf16", 1e-2)])
+def test_compile_precision_halves_the_weights(compiled, tmp_path, precision, tolerance):
+    """--precision stores the weights in 16 bits (the MLP's artifact is mostly weights)
+    and the outputs stay float32, within the type's tolerance of the float32 build."""
+    out = tmp_path / f"mlp_{precision}.so"
+    proc = tsm("compile", MLP, "--input-shape", f"input:{BATCH},784", "-o", out,
+               "--precision", precision, "--verbose")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "reduce_precision" in proc.stdout
+    assert out.stat().st_size < 0.6 * compiled.stat().st_size
+    import tensorsmith.runtime as rt
+
+    x = np.random.default_rng(8).standard_normal((BATCH, 784)).astype(np.float32)
+    with rt.load(out) as half, rt.load(compiled) as full:
+        (got,), (want,) = half.run({"input": x}), full.run({"input": x})
+    assert got.dtype == np.float32
+    assert 0 < np.abs(got - want).max() <= tolerance * np.abs(want).max()
+
+
+def test_compile_unknown_precision_is_a_user_error(tmp_path):
+    proc = tsm("compile", MLP, "--input-shape", "input:1,784", "-o", tmp_path / "m.so",
+               "--precision", "int3")
+    assert_user_error(proc, "precision 'int3'", "fp32, fp16, bf16")
+
+
 def test_run_random_inputs_and_repeat(compiled):
     proc = tsm("run", compiled, "--device", "cpu", "--repeat", "3")
     assert proc.returncode == 0, proc.stdout + proc.stderr
