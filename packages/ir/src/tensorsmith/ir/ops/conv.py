@@ -58,19 +58,24 @@ def _geometry(attrs: Attrs, kh: int, kw: int) -> tuple[list[int], list[int], lis
     return strides, pads, dil
 
 
-def pad_stage(x: te.Tensor, pads: Sequence[int], value: float, tag: str) -> te.Tensor:
-    """x padded spatially by ``pads`` = [top, left, bottom, right] with ``value``."""
+def pad_stage(x: te.Tensor, pads: Sequence[int], value: float, tag: str,
+              dtype: str | None = None) -> te.Tensor:
+    """x padded spatially by ``pads`` = [top, left, bottom, right] with ``value``, and
+    converted to ``dtype`` if given (a stage even without padding, then)."""
     top, left, bottom, right = pads
-    if not any(pads):
+    dtype = dtype or x.dtype
+    if not any(pads) and dtype == x.dtype:
         return x
     n, c, h, w, *block = x.shape
-    fill = const(value, x.dtype)
+    fill = const(value, dtype)
 
     def element(i: Expr, j: Expr, y: Expr, z: Expr, *rest: Expr) -> Expr:
+        if not any(pads):
+            return te.cast(dtype, x[(i, j, y, z, *rest)])
         inside = (y >= top) & (y < top + h) & (z >= left) & (z < left + w)
         yy = te.maximum(te.minimum(y - top, h - 1), 0)
         zz = te.maximum(te.minimum(z - left, w - 1), 0)
-        return select(inside, x[(i, j, yy, zz, *rest)], fill)
+        return select(inside, te.cast(dtype, x[(i, j, yy, zz, *rest)]), fill)
 
     return te.compute((n, c, h + top + bottom, w + left + right, *block), element,
                       name=tag + "_pad")
@@ -157,8 +162,8 @@ def _conv_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarr
 def _conv_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: str
                   ) -> list[te.Tensor]:
     """The convolution in :func:`accumulator`'s dtype: 16-bit float operands are widened
-    as they are read and the float32 sums rounded once, by a last stage of their own
-    (as matmul does)."""
+    (the input by its padding stage, the weights as they are read) and the float32 sums
+    rounded once, by a last stage of their own (as matmul does)."""
     x, w = inputs[0], inputs[1]
     if attrs.get("weight_transform"):  # weights stored for a fast algorithm
         from .winograd import winograd_conv2d
@@ -177,8 +182,10 @@ def _conv_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], 
 
 class _Widened:
     """Reads of ``t`` converted to ``dtype`` where they happen (``r[i]`` is
-    ``cast(dtype, t[i])``): the convolution's loads stay loads of the 16-bit padded
-    input and weights, with no float32 copy of either, and its sums are float32."""
+    ``cast(dtype, t[i])``): the weights stay 16-bit in memory, each vector of them
+    converted once per load and used by every row of the register tile. (The input is
+    converted by its padding stage instead: in the loop nest each input element is one
+    broadcast per multiply-add, and a conversion there halved the multiply-adds' rate.)"""
 
     def __init__(self, t: te.Tensor, dtype: str) -> None:
         self.t, self.dtype, self.shape, self.ndim = t, dtype, t.shape, t.ndim
@@ -192,7 +199,7 @@ def _direct_conv(x: te.Tensor, w: te.Tensor, attrs: Attrs, shape: Sequence[Dim],
     groups = attrs.get("groups", 1)
     o, cg, kh, kw = w.shape
     strides, pads, dil = _geometry(attrs, kh, kw)
-    xp, w = _Widened(pad_stage(x, pads, 0.0, tag), acc), _Widened(w, acc)
+    xp, w = pad_stage(x, pads, 0.0, tag, acc), _Widened(w, acc)
     og = o // groups
     rc, ry, rx = te.reduce_axis(cg, "rc"), te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
 
@@ -215,7 +222,7 @@ def _blocked_conv(x: te.Tensor, w: te.Tensor, attrs: Attrs, shape: Sequence[int]
     block = attrs["block"]
     _, cg, kh, kw = w.shape
     strides, pads, dil = _geometry(attrs, kh, kw)
-    xp, w = _Widened(pad_stage(x, pads, 0.0, tag), acc), _Widened(w, acc)
+    xp, w = pad_stage(x, pads, 0.0, tag, acc), _Widened(w, acc)
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
 
     def at(y: Expr, z: Expr) -> tuple[Expr, Expr]:

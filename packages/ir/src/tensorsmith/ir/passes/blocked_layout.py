@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..dtypes import accumulator
 from ..graph import Graph, Node, Value
 from ..op_registry import Pattern, TensorType, get_op
 from ..ops.conv import block_channels
@@ -47,13 +48,15 @@ def block_layouts(graph: Graph, block: int) -> Graph:
 
 
 def _convertible_conv(node: Node, block: int) -> bool:
-    """A float32 2-D convolution with a constant OIHW weight: dense with whole blocks of
+    """A float 2-D convolution (float32, or 16-bit with float32 sums: its blocks are as
+    wide as the float32 accumulators) with a constant OIHW weight: dense with whole blocks of
     output channels, depthwise with whole blocks of channels, or grouped with whole
     blocks of input and of output channels per group (RegNet's groups of 8 on AVX2)."""
     if node.op != "conv2d" or len(node.inputs) != 2 or node.attrs.get("weight_transform"):
         return False
     x, w = node.inputs
-    if len(x.shape) != 4 or not w.is_constant or len(w.shape) != 4 or x.dtype != "float32":
+    if len(x.shape) != 4 or not w.is_constant or len(w.shape) != 4 \
+            or accumulator(x.dtype) != "float32":
         return False
     if not _static_channels(x) or not _static_channels(node.outputs[0]):
         return False
