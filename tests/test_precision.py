@@ -94,15 +94,16 @@ def test_weights_stored_at_half_size(tmp_path: Path) -> None:
         assert sizes["fp32"] - sizes[p] > 0.45 * weights, sizes
 
 
-def test_fp16_on_every_target(target: str, tmp_path: Path) -> None:
-    model = MODELS_UNDER_TEST["mlp"]()
+@pytest.mark.parametrize("name", list(MODELS_UNDER_TEST))
+def test_fp16_on_every_target(name: str, target: str, tmp_path: Path) -> None:
+    model = MODELS_UNDER_TEST[name]()
     if target == "opencl" and "cl_khr_fp16" not in _opencl_extensions():
         with pytest.raises(rt.DeviceError, match="needs the OpenCL extension cl_khr_fp16"):
             _compile_and_run(model, target, "fp16", tmp_path)
         return
     got, want, _ = _compile_and_run(model, target, "fp16", tmp_path)
     for out, g, w in zip(model.graph.output, got, want):
-        assert relative_error(g, w) < RTOL["fp16"], out.name
+        assert relative_error(g, w) < RTOL["fp16"], f"{name} {out.name} on {target}"
 
 
 def _opencl_extensions() -> list[str]:

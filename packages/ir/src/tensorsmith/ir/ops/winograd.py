@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from tensorsmith.runtime.winograd import TRANSFORMS
 
 from .. import te
+from ..dtypes import accumulator
 from ..op_registry import Attrs
 from ..te.expr import Expr, const, select
 from .conv import pad_stage
@@ -94,8 +95,12 @@ def winograd_conv2d(x: te.Tensor, u: te.Tensor, attrs: Attrs,
     # Whole tiles: the last one may read past the convolution's own padding.
     bottom = max(bottom, (th - 1) * m + a - h - top)
     right = max(right, (tw - 1) * m + a - wd - left)
-    xp = pad_stage(x, [top, left, bottom, right], 0.0, tag)
-    dtype = x.dtype
+    # 16-bit inputs: the transforms and products in float32 (their sums of products
+    # are where the rounding would grow), the padded input widened once
+    dtype = accumulator(x.dtype)
+    xp = pad_stage(x, [top, left, bottom, right], 0.0, tag, dtype)
+    if u.dtype != dtype:
+        u = _Wide(u, dtype)
 
     def patch(p: Expr, r1: int, r2: int, ci: Expr) -> Expr:
         b, ty, tx = p // (th * tw), (p // tw) % th, p % tw
@@ -152,10 +157,29 @@ def winograd_conv2d(x: te.Tensor, u: te.Tensor, attrs: Attrs,
             return te.sum(cols[re.var, tile_of(b, y, z), z % m, ob * block + lane]
                           * coefficient(y % m, re.var), [re])
 
-        return te.compute(out_shape, y_blocked, name=tag, tag="winograd_output")
+        return _narrowed(te.compute(out_shape, y_blocked, name=tag, tag="winograd_output"),
+                         x.dtype)
 
     def y_element(b: Expr, oc: Expr, y: Expr, z: Expr) -> Expr:
         return te.sum(mm[re.var, rn.var, tile_of(b, y, z), oc] * coefficient(y % m, re.var)
                       * coefficient(z % m, rn.var), [re, rn])
 
-    return te.compute(out_shape, y_element, name=tag, tag="winograd_output")
+    return _narrowed(te.compute(out_shape, y_element, name=tag, tag="winograd_output"),
+                     x.dtype)
+
+
+class _Wide:
+    """Reads of the transformed weights ``t`` widened to ``dtype`` where they happen."""
+
+    def __init__(self, t: te.Tensor, dtype: str) -> None:
+        self.t, self.dtype, self.shape = t, dtype, t.shape
+
+    def __getitem__(self, index: tuple[Expr, ...]) -> Expr:
+        return te.cast(self.dtype, self.t[index])
+
+
+def _narrowed(y: te.Tensor, dtype: str) -> te.Tensor:
+    """``y`` rounded to ``dtype`` by a stage of its own (as the direct convolution)."""
+    if y.dtype == dtype:
+        return y
+    return te.compute(y.shape, lambda *i: te.cast(dtype, y[i]), name=y.name + "_cast")

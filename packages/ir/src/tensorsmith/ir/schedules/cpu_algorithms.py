@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from tensorsmith.runtime.winograd import TRANSFORMS
 
+from ..dtypes import accumulator
 from ..op_registry import Attrs
 from ..ops.winograd import eligible
 
@@ -38,8 +39,9 @@ def default_conv_transform(attrs: Attrs, input_shape: Sequence[int],
     """The weight transform (:data:`DEFAULT_TRANSFORMS`) a convolution with constant
     weights runs by default, or None for the direct loop nest. Only convolutions on
     channel-blocked activations qualify: there the input transform's vectors are a
-    block's contiguous lanes."""
-    if len(input_shape) != 5 or not attrs.get("block") or dtype != "float32":
+    block's contiguous lanes. 16-bit inputs qualify too: their transforms and products
+    run in float32 (ops/winograd.py)."""
+    if len(input_shape) != 5 or not attrs.get("block") or accumulator(dtype) != "float32":
         return None
     if min(weight_shape[0], weight_shape[1]) < MIN_CHANNELS:
         return None
