@@ -28,8 +28,6 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np
-
 import tensorsmith.runtime as rt
 from bench.measure import interleaved, relative_error
 from bench.model_bench import ort_session
