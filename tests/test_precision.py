@@ -119,3 +119,19 @@ def test_bf16_refused_by_gpu_targets(gpu: str) -> None:
     with pytest.raises(TargetError, match=f"the {gpu} target does not support dtype bfloat16: "
                        r"'x_bf16' of node .* \(precision='bf16' stores the model in bfloat16"):
         build(mod, target=gpu, params=params, precision="bf16")
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_symbolic_batch(precision: str, tmp_path: Path) -> None:
+    """A model whose batch is known only at run time (examples/mlp.onnx: ``N``), built
+    once for reduced precision, runs every batch within tolerance."""
+    model = onnx.load(Path(__file__).resolve().parent.parent / "examples" / "mlp.onnx")
+    mod, params = from_onnx(model)
+    build(mod, "llvm", params=params, precision=precision).export_library(tmp_path / "m.so")
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    with rt.load(tmp_path / "m.so") as module:
+        for n in (1, 5, 33):
+            x = np.random.default_rng(n).standard_normal((n, 784)).astype(np.float32)
+            (got,), (want,) = module.run({"input": x}), session.run(None, {"input": x})
+            assert relative_error(got, want) < RTOL[precision], n

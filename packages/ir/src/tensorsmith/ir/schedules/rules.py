@@ -29,15 +29,16 @@ TAGGED = ("winograd_input", "winograd_input_blocked", "winograd_columns",
 
 def stage_kind(st: Stage, out_ids: set[int]) -> str:
     """``inline`` (an elementwise stage read by others), ``elementwise`` (an
-    elementwise output), ``pad``, ``window`` (convolution, pooling), ``product`` (a
-    reduction whose output's last axis is an input's contiguous axis: matmul), other
-    ``reduction``s, or a tag of :data:`TAGGED`."""
+    elementwise output), ``pad`` (also a 16-bit operand's widening), ``window``
+    (convolution, pooling), ``product`` (a reduction whose output's last axis is an
+    input's contiguous axis: matmul), other ``reduction``s, or a tag of
+    :data:`TAGGED`."""
     op = st.tensor.op
     assert op is not None
     if op.tag in TAGGED:
         return op.tag
     if not op.reduce_axes:
-        if st.name.endswith("_pad"):
+        if st.name.endswith("_pad") or op.tag == "widen":  # (ops/nn.py: widened)
             return "pad"
         return "elementwise" if st.tensor.uid in out_ids else "inline"
     if op.tag in ("conv2d", "conv2d_blocked") or op.tag.startswith("pool_"):
