@@ -195,6 +195,23 @@ def test_non_float_and_float64_untouched() -> None:
     assert str(reduce_precision(g, "bfloat16")) == before
 
 
+def test_a_models_own_float16_tensors_stay_float16() -> None:
+    """A softmax the model itself computes in float16 stays float16: only the values the
+    pass narrowed are widened again for float32 ops."""
+    b = GraphBuilder()
+    x = b.input("x", (2, 20), "float32")
+    h = b.add1("matmul", [x, b.constant("w", _f32(20, 20))], name="mm")
+    h16 = b.add1("cast", [h], {"dtype": "float16"}, name="to_half")
+    y = b.add1("softmax", [h16], {"axis": -1}, name="sm16")
+    g = reduce_precision(b.finish([y]), "float16")
+    assert [(n.name, [v.dtype for v in n.inputs], n.outputs[0].dtype) for n in g.nodes] == [
+        ("cast_x_fp16", ["float32"], "float16"),
+        ("mm", ["float16", "float16"], "float16"),
+        ("to_half", ["float16"], "float16"),
+        ("sm16", ["float16"], "float16")]
+    assert g.outputs[0].dtype == "float16"
+
+
 @pytest.mark.parametrize("dtype,rtol", [("float16", 2e-3), ("bfloat16", 1e-2)])
 def test_interpreter_results_close(dtype: str, rtol: float) -> None:
     """The rewritten graph, run by the NumPy interpreter (the ops' references in the

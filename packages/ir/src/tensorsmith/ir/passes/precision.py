@@ -94,6 +94,8 @@ class _Rewrite:
             v.name for n in graph.nodes for v in (*n.inputs, *n.outputs)}
         self.converted: dict[tuple[int, str], Value] = {}
         self.nodes: list[Node] = []
+        #: values this rewrite made 16-bit (a model's own float16 tensors stay as they are)
+        self.lowered: set[int] = set()
 
     def fresh(self, base: str) -> str:
         name, k = base, 0
@@ -106,19 +108,22 @@ class _Rewrite:
     def run(self) -> Graph:
         g, low = self.graph, self.dtype
         for node in g.nodes:
-            if runs_reduced(node, low):
+            if node.op == "cast":
+                pass  # a model's own conversion reads a 16-bit value as exactly as a widened one
+            elif runs_reduced(node, low):
                 node.inputs = [self.as_dtype(v, low) if v.dtype == "float32" else v
                                for v in node.inputs]
                 for v in node.outputs:
                     if v.dtype == "float32":
                         v.dtype = low
+                        self.lowered.add(v.uid)
             else:
-                node.inputs = [self.as_dtype(v, "float32") if v.dtype == low else v
+                node.inputs = [self.as_dtype(v, "float32") if v.uid in self.lowered else v
                                for v in node.inputs]
             self.nodes.append(node)
         outputs = []
         for v in g.outputs:
-            if v.dtype == low and not v.is_constant:
+            if v.uid in self.lowered:
                 # the output keeps its name (the artifact's API) and float32 type
                 inner_name, v.name = v.name, self.fresh(f"{v.name}_{_short(low)}")
                 self.names.add(inner_name)
@@ -144,6 +149,8 @@ class _Rewrite:
             else:
                 got = Value(name, v.shape, dtype)
                 self.emit_cast(v, got)
+            if dtype == self.dtype:
+                self.lowered.add(got.uid)
             self.converted[key] = got
         return got
 
