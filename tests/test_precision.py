@@ -135,3 +135,17 @@ def test_symbolic_batch(precision: str, tmp_path: Path) -> None:
             x = np.random.default_rng(n).standard_normal((n, 784)).astype(np.float32)
             (got,), (want,) = module.run({"input": x}), session.run(None, {"input": x})
             assert relative_error(got, want) < RTOL[precision], n
+
+
+def test_tuning_tasks_are_the_reduced_kernels() -> None:
+    """extract_tasks(precision=...) finds the workloads build looks up for that
+    precision: products of 16-bit operands, none of them a float32 build's (the softmax,
+    float32 in both, is one task of both)."""
+    from tensorsmith.autotune import extract_tasks
+
+    mod, params = from_onnx(MODELS_UNDER_TEST["mlp"]())
+    full = {t.key for t in extract_tasks(mod, params, "llvm")}
+    products = {t.key for t in extract_tasks(mod, params, "llvm", precision="fp16")
+                if "matmul" in t.key}
+    assert len(products) == 2 and all("matmul(in0:float16" in k for k in products)
+    assert not products & full

@@ -82,14 +82,16 @@ class Task:
 
 
 def extract_tasks(mod: Graph, params: Mapping[str, np.ndarray] | None = None,
-                  target: str | Target = "llvm", opt_level: int = 2) -> list[Task]:
-    """One :class:`Task` per distinct workload of ``mod``, in first-occurrence order.
+                  target: str | Target = "llvm", opt_level: int = 2,
+                  precision: str = "fp32") -> list[Task]:
+    """One :class:`Task` per distinct workload of ``mod`` (built at ``precision``, as
+    ``build`` takes it), in first-occurrence order.
     Groups with sizes known only at run time are no tasks: their kernels keep the
     default rules (schedules/cpu_dynamic.py), which no measurement at one size could
     stand for; nor are kernels written directly as tensor IR (ir/direct.py), which have
     no schedule to tune."""
     tgt = Target.parse(target)
-    _, groups, _ = fused_groups(mod, params, opt_level, target=tgt)
+    _, groups, _ = fused_groups(mod, params, opt_level, target=tgt, precision=precision)
     tasks: dict[str, Task] = {}
     for g in groups:
         if has_symbolic_shapes(g) or is_direct(g):
