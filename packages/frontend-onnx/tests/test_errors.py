@@ -162,10 +162,10 @@ def test_static_model_needs_no_shape() -> None:
 def test_unsupported_input_dtype() -> None:
     graph = helper.make_graph(
         [helper.make_node("Identity", ["s"], ["y"])], "g",
-        [helper.make_tensor_value_info("s", onnx.TensorProto.BFLOAT16, [2])],
-        [helper.make_tensor_value_info("y", onnx.TensorProto.BFLOAT16, [2])])
+        [helper.make_tensor_value_info("s", onnx.TensorProto.FLOAT8E4M3FN, [2])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT8E4M3FN, [2])])
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    with pytest.raises(ModelError, match=r"input 's' has dtype BFLOAT16, which tensorsmith "
+    with pytest.raises(ModelError, match=r"input 's' has dtype FLOAT8E4M3FN, which tensorsmith "
                                          r"does not support \(supported: float32"):
         from_onnx(m)
 
