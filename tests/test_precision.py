@@ -149,3 +149,28 @@ def test_tuning_tasks_are_the_reduced_kernels() -> None:
                 if "matmul" in t.key}
     assert len(products) == 2 and all("matmul(in0:float16" in k for k in products)
     assert not products & full
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_winograd_convolution_in_reduced_precision(precision: str, tmp_path: Path) -> None:
+    """3x3 convolutions of 64 channels on a 16x16 image, on channel-blocked activations
+    (the first one converts its input), run Winograd's F(2x2) by default on the CPU; with
+    16-bit inputs the transforms and products are float32, so they stay within the
+    type's tolerance of the float32 reference."""
+    from tensorsmith.ir import GraphBuilder, run_graph
+
+    rng = np.random.default_rng(9)
+    b = GraphBuilder()
+    x = b.input("x", (1, 64, 16, 16), "float32")
+    w1, w2 = (b.constant(n, (rng.standard_normal((64, 64, 3, 3)) / 24).astype(np.float32))
+              for n in ("w1", "w2"))
+    h = b.add1("relu", [b.add1("conv2d", [x, w1], {"pads": [1, 1, 1, 1]}, name="conv1")])
+    g = b.finish([b.add1("conv2d", [h, w2], {"pads": [1, 1, 1, 1]}, name="conv2")])
+    feeds = {"x": rng.standard_normal((1, 64, 16, 16)).astype(np.float32)}
+    (want,) = run_graph(g, feeds)
+    lib = build(g, "llvm", precision=precision)
+    assert "_wino_in" in lib.get_source("tir")
+    lib.export_library(tmp_path / "wino.so")
+    with rt.load(tmp_path / "wino.so") as module:
+        (got,) = module.run(feeds)
+    assert 1e-6 < relative_error(got, want) < RTOL[precision]

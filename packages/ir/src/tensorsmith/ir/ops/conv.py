@@ -180,7 +180,7 @@ def _conv_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], 
     return [y]
 
 
-class _Widened:
+class WidenedReads:
     """Reads of ``t`` converted to ``dtype`` where they happen (``r[i]`` is
     ``cast(dtype, t[i])``): the weights stay 16-bit in memory, each vector of them
     converted once per load and used by every row of the register tile. (The input is
@@ -199,7 +199,7 @@ def _direct_conv(x: te.Tensor, w: te.Tensor, attrs: Attrs, shape: Sequence[Dim],
     groups = attrs.get("groups", 1)
     o, cg, kh, kw = w.shape
     strides, pads, dil = _geometry(attrs, kh, kw)
-    xp, w = pad_stage(x, pads, 0.0, tag, acc), _Widened(w, acc)
+    xp, w = pad_stage(x, pads, 0.0, tag, acc), WidenedReads(w, acc)
     og = o // groups
     rc, ry, rx = te.reduce_axis(cg, "rc"), te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
 
@@ -222,7 +222,7 @@ def _blocked_conv(x: te.Tensor, w: te.Tensor, attrs: Attrs, shape: Sequence[int]
     block = attrs["block"]
     _, cg, kh, kw = w.shape
     strides, pads, dil = _geometry(attrs, kh, kw)
-    xp, w = pad_stage(x, pads, 0.0, tag, acc), _Widened(w, acc)
+    xp, w = pad_stage(x, pads, 0.0, tag, acc), WidenedReads(w, acc)
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
 
     def at(y: Expr, z: Expr) -> tuple[Expr, Expr]:

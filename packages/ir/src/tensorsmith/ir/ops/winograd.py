@@ -39,7 +39,7 @@ from .. import te
 from ..dtypes import accumulator
 from ..op_registry import Attrs
 from ..te.expr import Expr, const, select
-from .conv import pad_stage
+from .conv import WidenedReads, pad_stage
 
 
 def eligible(attrs: Attrs, weight_shape: Sequence[int], transform: str) -> bool:
@@ -100,7 +100,7 @@ def winograd_conv2d(x: te.Tensor, u: te.Tensor, attrs: Attrs,
     dtype = accumulator(x.dtype)
     xp = pad_stage(x, [top, left, bottom, right], 0.0, tag, dtype)
     if u.dtype != dtype:
-        u = _Wide(u, dtype)
+        u = WidenedReads(u, dtype)  # type: ignore[assignment]
 
     def patch(p: Expr, r1: int, r2: int, ci: Expr) -> Expr:
         b, ty, tx = p // (th * tw), (p // tw) % th, p % tw
@@ -166,16 +166,6 @@ def winograd_conv2d(x: te.Tensor, u: te.Tensor, attrs: Attrs,
 
     return _narrowed(te.compute(out_shape, y_element, name=tag, tag="winograd_output"),
                      x.dtype)
-
-
-class _Wide:
-    """Reads of the transformed weights ``t`` widened to ``dtype`` where they happen."""
-
-    def __init__(self, t: te.Tensor, dtype: str) -> None:
-        self.t, self.dtype, self.shape = t, dtype, t.shape
-
-    def __getitem__(self, index: tuple[Expr, ...]) -> Expr:
-        return te.cast(self.dtype, self.t[index])
 
 
 def _narrowed(y: te.Tensor, dtype: str) -> te.Tensor:

@@ -88,6 +88,9 @@ def _floats_reduced(inputs: list[Value], reduced: str, constants_only: bool = Tr
 
 
 class _Rewrite:
+    """One walk over the nodes in order, deciding each node's type from its inputs'
+    (already decided) and building the new node list with the casts it needs."""
+
     def __init__(self, graph: Graph, dtype: str) -> None:
         self.graph, self.dtype = graph, dtype
         self.names = {v.name for v in graph.inputs} | {
