@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from .target import BASELINE_CPU, CpuResources, Target
+from .target import BASELINE_CPU, BASELINE_GPU, CpuResources, GpuResources, Target
 from .targets import codegen_entry_point
 from .te.stmt import PrimFunc
 
@@ -51,3 +51,16 @@ def _resources(target: str) -> CpuResources:
     tgt = Target.parse(target)
     describe = tgt.info.describe_cpu
     return BASELINE_CPU if describe is None else describe(tgt)
+
+
+def gpu_resources(target: Target) -> GpuResources:
+    """The GPU a ``gpu``-family target compiles for, as its codegen plug-in describes it
+    (its record's ``describe_gpu``); :data:`BASELINE_GPU` when the record has none."""
+    return _gpu_resources(str(target))
+
+
+@functools.cache
+def _gpu_resources(target: str) -> GpuResources:
+    tgt = Target.parse(target)
+    describe = tgt.info.describe_gpu
+    return BASELINE_GPU if describe is None else describe(tgt)

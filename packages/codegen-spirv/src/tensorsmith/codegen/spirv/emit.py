@@ -32,12 +32,14 @@ from tensorsmith.ir.errors import TargetError
 from tensorsmith.ir.symbolic import Dim, dim_min
 from tensorsmith.ir.te.dispatch import Dispatch
 from tensorsmith.ir.te.expr import Binary, Call, Cast, Const, Expr, Load, Select, SymVar, Var
+from tensorsmith.ir.te.matrix import CHUNK_DTYPE, Fragment, FragmentMulAdd
 from tensorsmith.ir.te.stmt import (
     Allocate,
     Barrier,
     Buffer,
     For,
     IfThenElse,
+    Intrinsic,
     PrimFunc,
     Seq,
     Stmt,
@@ -46,10 +48,19 @@ from tensorsmith.ir.te.stmt import (
 from tensorsmith.ir.te.symbols import dim_of
 from tensorsmith.ir.te.visit import stmt_exprs, walk, walk_stmts
 
-from . import mathlib
+from . import mathlib, matrix
 from .builder import FunctionBuilder, ModuleBuilder
 from .ranges import INT32_MAX, INT32_MIN, RangeAnalysis
-from .spec import BUILTIN, GLSL, LOOP_CONTROL, SCOPE_WORKGROUP, SEMANTICS_WORKGROUP_ACQREL
+from .spec import (
+    BUILTIN,
+    GLSL,
+    LOOP_CONTROL,
+    MEMORY_ACCESS_SHARED_LOAD,
+    MEMORY_ACCESS_SHARED_STORE,
+    SCOPE_WORKGROUP,
+    SEMANTICS_MAKE_AVAILABLE_VISIBLE,
+    SEMANTICS_WORKGROUP_ACQREL,
+)
 
 #: The largest workgroup count per dimension every Vulkan device accepts.
 MAX_GROUPS = 65535
@@ -69,7 +80,9 @@ STORAGE = {"bool": ("uint", 8), "uint8": ("uint", 8), "int8": ("int", 8),
 FEATURE_OF = {"Int64": "shaderInt64", "Float64": "shaderFloat64", "Int16": "shaderInt16",
               "Int8": "shaderInt8", "Float16": "shaderFloat16",
               "StorageBuffer8BitAccess": "storageBuffer8BitAccess",
-              "StorageBuffer16BitAccess": "storageBuffer16BitAccess"}
+              "StorageBuffer16BitAccess": "storageBuffer16BitAccess",
+              "CooperativeMatrixKHR": "cooperativeMatrix",
+              "VulkanMemoryModel": "vulkanMemoryModel"}
 
 _UNARY_GLSL = {"exp": "Exp", "log": "Log", "sqrt": "Sqrt", "abs": "FAbs", "floor": "Floor",
                "ceil": "Ceil", "sin": "Sin", "cos": "Cos", "tan": "Tan", "asin": "Asin",
@@ -107,6 +120,8 @@ class SpirvModule:
     capabilities: list[str]
     features: list[str] = field(default_factory=list)
     shared_bytes: int = 0  # Workgroup-storage memory the module declares
+    #: cooperative-matrix products it multiplies with (``MatrixShape`` text), if any
+    matrix_shapes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -130,6 +145,7 @@ class _Local:
     variable: int
     reg: str
     pointer: int  # pointer to one element, in the variable's storage class
+    shared: bool = False  # Workgroup storage
 
 
 class DispatchEmitter:
@@ -137,6 +153,9 @@ class DispatchEmitter:
 
     def __init__(self, func: PrimFunc, dispatch: Dispatch) -> None:
         self.func = func
+        self.matrix_shapes: set[str] = set()
+        self.chunk_views: dict[int, int] = {}  # id(Buffer) -> its uvec4 view
+        self.intrinsics = any(isinstance(x, Intrinsic) for x in walk_stmts(dispatch.body))
         self.dispatch = dispatch
         self.m = ModuleBuilder()
         self.ranges = RangeAnalysis()
@@ -151,6 +170,8 @@ class DispatchEmitter:
 
     def emit(self) -> SpirvModule:
         d = self.dispatch
+        if self.intrinsics:  # (before anything that depends on the memory model)
+            matrix.use_cooperative_matrices(self)
         bindings = self._declare_params()
         fid, self.fb = self.m.function()
         bindings += self._load_sizes()
@@ -168,7 +189,7 @@ class DispatchEmitter:
         caps = list(self.m.capabilities)
         return SpirvModule(d.name, d.name, self.m.to_bytes(), grid, local, bindings, caps,
                            sorted({FEATURE_OF[c] for c in caps if c in FEATURE_OF}),
-                           self.shared_bytes)
+                           self.shared_bytes, sorted(self.matrix_shapes))
 
     def _declare_params(self) -> list[Binding]:
         reads, writes = _accesses(self.dispatch.body)
@@ -189,6 +210,23 @@ class DispatchEmitter:
                                           self.m.t_pointer("StorageBuffer", element))
             bindings.append(Binding(index, "read_write" if r and w else "write" if w else "read"))
         return bindings
+
+    def chunk_view(self, buf: Buffer) -> int:
+        """A read-only ``struct { uvec4 data[]; }`` view of parameter ``buf``'s binding,
+        for 16-byte loads (see matrix.py)."""
+        view = self.chunk_views.get(id(buf))
+        if view is not None:
+            return view
+        if id(buf) not in self.params:
+            raise TargetError(f"chunks are loaded only from parameters, not {buf.name}")
+        uvec4 = self.m.t_vector(self.m.t_int(32, False), 4)
+        block = self.m.t_storage_block(uvec4, 16, readonly=True)
+        view = self.m.global_variable(self.m.t_pointer("StorageBuffer", block), "StorageBuffer")
+        self.m.decorate(view, "DescriptorSet", 0)
+        self.m.decorate(view, "Binding", self.func.params.index(buf))
+        self.m.name(view, f"{buf.name}_chunks")
+        self.chunk_views[id(buf)] = view
+        return view
 
     def _load_sizes(self) -> list[Binding]:
         """Load every run-time size the dispatch reads (its body, its workgroup counts)
@@ -344,11 +382,18 @@ class DispatchEmitter:
             self._if(s)
         elif isinstance(s, Allocate):
             self._allocate(s)
+        elif isinstance(s, Intrinsic):
+            if isinstance(s, FragmentMulAdd):
+                self.matrix_shapes.add(f"{s.a.rows}x{s.b.cols}x{s.a.cols} {s.a.dtype}*"
+                                       f"{s.b.dtype}+{s.acc.dtype}")
+            matrix.emit_intrinsic(self, s)
         elif isinstance(s, Barrier):
             u32 = self.m.t_int(32, False)
             scope = self.m.const(u32, SCOPE_WORKGROUP)
-            self.fb.do("ControlBarrier", scope, scope,
-                       self.m.const(u32, SEMANTICS_WORKGROUP_ACQREL))
+            semantics = SEMANTICS_WORKGROUP_ACQREL
+            if self.vulkan_memory_model:
+                semantics |= SEMANTICS_MAKE_AVAILABLE_VISIBLE
+            self.fb.do("ControlBarrier", scope, scope, self.m.const(u32, semantics))
         else:
             raise TargetError(f"the vulkan target cannot emit {type(s).__name__} statements")
 
@@ -431,18 +476,31 @@ class DispatchEmitter:
 
     def _allocate(self, s: Allocate) -> None:
         buf = s.buffer
-        reg = REGISTER[buf.dtype]
-        element = self._type(reg)
+        if isinstance(buf, Fragment):
+            var, pointer = matrix.allocate_fragment(self, buf)
+            self.locals[id(buf)] = _Local(var, "fragment", pointer)
+            self.stmt(s.body)
+            return
+        if buf.dtype == CHUNK_DTYPE:
+            reg, element = "chunk", self.m.t_vector(self.m.t_int(32, False), 4)
+        elif buf.dtype == "float16" and buf.scope == "shared" and self.intrinsics:
+            # the operand tiles of cooperative matrices: float16 in shared memory
+            self.m.capability("Float16")
+            reg, element = "f16", self.m.t_float(16)
+        else:
+            reg = REGISTER[buf.dtype]
+            element = self._type(reg)
         array = self.m.t_array(element, max(buf.size, 1))
         if buf.scope == "shared":
             var = self.m.global_variable(self.m.t_pointer("Workgroup", array), "Workgroup")
-            self.shared_bytes += max(buf.size, 1) * (8 if reg.endswith("64") else 4)
+            width = 8 if reg.endswith("64") else 2 if reg == "f16" else 4
+            self.shared_bytes += max(buf.size, 1) * width
             pointer = self.m.t_pointer("Workgroup", element)
         else:
             var = self.fb.variable(self.m.t_pointer("Function", array))
             pointer = self.m.t_pointer("Function", element)
         self.m.name(var, buf.name)
-        self.locals[id(buf)] = _Local(var, reg, pointer)
+        self.locals[id(buf)] = _Local(var, reg, pointer, buf.scope == "shared")
         self.stmt(s.body)
 
     def _store(self, s: Store) -> None:
@@ -450,9 +508,26 @@ class DispatchEmitter:
         address = self._address(s.buffer, s.index)
         local = self.locals.get(id(s.buffer))
         if local is not None:
-            self.fb.do("Store", address, self._coerce(value, local.reg).id)
+            if local.reg == "f16":
+                word = self.fb.op("FConvert", self.m.t_float(16), self._coerce(value, "f32").id)
+            else:
+                word = self._coerce(value, local.reg).id
+            self.fb.do("Store", address, word, *self.shared_access(local, load=False))
             return
         self.fb.do("Store", address, self._to_storage(value, s.buffer.dtype))
+
+    @property
+    def vulkan_memory_model(self) -> bool:
+        return "VulkanMemoryModel" in self.m.capabilities
+
+    def shared_access(self, local: _Local | None, load: bool) -> tuple[int, ...]:
+        """Memory operands of a load or store of ``local``: under the Vulkan memory model
+        a shared-memory access is non-private and made visible or available to the
+        workgroup (so the barriers order it between invocations); none otherwise."""
+        if local is None or not local.shared or not self.vulkan_memory_model:
+            return ()
+        scope = self.m.const(self.m.t_int(32, False), SCOPE_WORKGROUP)
+        return (MEMORY_ACCESS_SHARED_LOAD if load else MEMORY_ACCESS_SHARED_STORE, scope)
 
     def _address(self, buf: Buffer, index: Expr) -> int:
         idx = self.expr(index)
@@ -534,7 +609,11 @@ class DispatchEmitter:
             address = self._address(buf, e.indices[0])
             local = self.locals.get(id(buf))
             if local is not None:
-                return Value(self.fb.op("Load", self._type(local.reg), address), local.reg)
+                ty = self.m.t_float(16) if local.reg == "f16" else self._type(local.reg)
+                raw = self.fb.op("Load", ty, address, *self.shared_access(local, load=True))
+                if local.reg == "f16":
+                    return Value(self.fb.op("FConvert", self._type("f32"), raw), "f32")
+                return Value(raw, local.reg)
             raw = self.fb.op("Load", self.params[id(buf)].element, address)
             return self._from_storage(raw, buf.dtype)
         if isinstance(e, Binary):
@@ -802,6 +881,9 @@ def _accesses(s: Stmt) -> tuple[set[int], set[int]]:
     for x in walk_stmts(s):
         if isinstance(x, Store):
             writes.add(id(x.buffer))
+        if isinstance(x, Intrinsic):
+            reads.update(id(b) for b in x.reads)
+            writes.update(id(b) for b in x.writes)
         for e in stmt_exprs(x):
             reads.update(id(y.buffer) for y in walk(e) if isinstance(y, Load))
     return reads, writes
