@@ -12,6 +12,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from .errors import TargetError
 from .target import BASELINE_CPU, BASELINE_GPU, CpuResources, GpuResources, Target
 from .targets import codegen_entry_point
 from .te.stmt import PrimFunc
@@ -36,6 +37,23 @@ def get_codegen(target: Target) -> CodegenFn:
     """The codegen function of ``target``'s plug-in (a TargetError if none is installed)."""
     fn: CodegenFn = codegen_entry_point(target.kind).load()
     return fn
+
+
+def refuse_intrinsics(functions: list[PrimFunc], target: Target) -> None:
+    """A TargetError naming the first kernel that uses an intrinsic statement
+    (te/matrix.py): for codegens whose target has none, so a tensorized schedule (a
+    tuning record of another target, say) fails plainly instead of deep in the emitter."""
+    from .te.stmt import Intrinsic
+    from .te.visit import walk_stmts
+
+    for f in functions:
+        found = next((s for s in walk_stmts(f.body) if isinstance(s, Intrinsic)), None)
+        if found is not None:
+            raise TargetError(
+                f"kernel {f.name} uses cooperative-matrix statements ({type(found).__name__}"
+                f"), which target '{target}' does not have; they come from a tensorize "
+                "step, which the default rules take only for a vulkan target with "
+                "-cooperative-matrix")
 
 
 def target_resources(target: Target) -> CpuResources:
