@@ -156,7 +156,7 @@ def test_knobs_are_the_tuners_space() -> None:
 
 
 def test_tensorize_checks_its_stage() -> None:
-    inputs, outputs = matmul((64, 64), (64, 64), "float32")
+    _, outputs = matmul((64, 64), (64, 64), "float32")
     s = te.Schedule(outputs)
     params = {"m": 16, "n": 16, "k": 16, "warps_m": 1, "warps_n": 1, "frags_m": 1,
               "frags_n": 1, "kt": 16, "subgroup": 32, "pad": 8}
