@@ -31,7 +31,8 @@ Then the matmul: TFLOP/s of its kernel (GPU timestamps) next to ``torch.matmul``
 device-resident tensors with TF32 off; and the float16 matmuls (bench/gpu_coop.py): the
 device's cooperative-matrix properties, then per artifact its kernel time, TFLOP/s, ratio
 to ``torch.matmul`` in float16, and error against NumPy (or why it did not load). It
-is a benchmark, not a test: nothing asserts on time, and a wrong output is reported in the table, not raised.
+is a benchmark, not a test: nothing asserts on time, and a wrong output is reported in
+the table, not raised.
 """
 
 from __future__ import annotations
