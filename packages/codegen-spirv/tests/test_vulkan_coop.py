@@ -133,9 +133,13 @@ def test_disassembly_of_the_kernel() -> None:
         "OpTypeCooperativeMatrixKHR %float %uint_3 %uint_16 %uint_16 %uint_2",
     ]:
         assert line in text, line
-    # fragments load row-major (0) from shared tiles of 32 + 8 and 128 + 8 elements a row
-    assert "%uint_0 %uint_40 MakePointerVisible|NonPrivatePointer %uint_2" in text
-    assert "%uint_0 %uint_136 MakePointerVisible|NonPrivatePointer %uint_2" in text
+    # the shared tiles hold 16-byte words: 2 steps x 128 rows x (32 + 8) halves for A,
+    # 2 x 32 x (128 + 8) for B; one word per chunk stored
+    assert "OpTypeArray %v4uint %uint_1280" in text and "OpTypeArray %v4uint %uint_1088" in text
+    # fragments load row-major (0) from them, the row stride in words (40 / 8, 136 / 8),
+    # visible to the workgroup after the barrier
+    assert "%uint_0 %uint_5 MakePointerVisible|NonPrivatePointer %uint_2" in text
+    assert "%uint_0 %uint_17 MakePointerVisible|NonPrivatePointer %uint_2" in text
     # results stored row-major, C's row stride (4096 float16 elements), after conversion
     assert "OpCooperativeMatrixStoreKHR" in text and "%uint_0 %uint_4096" in text
     assert "OpFConvert" in text

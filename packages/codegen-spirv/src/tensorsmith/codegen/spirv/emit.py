@@ -484,16 +484,20 @@ class DispatchEmitter:
         if buf.dtype == CHUNK_DTYPE:
             reg, element = "chunk", self.m.t_vector(self.m.t_int(32, False), 4)
         elif buf.dtype == "float16" and buf.scope == "shared" and self.intrinsics:
-            # the operand tiles of cooperative matrices: float16 in shared memory
-            self.m.capability("Float16")
-            reg, element = "f16", self.m.t_float(16)
+            # the operand tiles of cooperative matrices: float16 in shared memory, held
+            # as 16-byte words (matrix.py), so a chunk is stored in one instruction
+            if buf.size % matrix.CHUNK_HALVES:
+                raise TargetError(f"shared tile {buf.name} of {buf.size} elements is not "
+                                  f"whole 16-byte chunks")
+            reg, element = "tile", self.m.t_vector(self.m.t_int(32, False), 4)
         else:
             reg = REGISTER[buf.dtype]
             element = self._type(reg)
-        array = self.m.t_array(element, max(buf.size, 1))
+        length = buf.size // matrix.CHUNK_HALVES if reg == "tile" else max(buf.size, 1)
+        array = self.m.t_array(element, length)
         if buf.scope == "shared":
             var = self.m.global_variable(self.m.t_pointer("Workgroup", array), "Workgroup")
-            width = 8 if reg.endswith("64") else 2 if reg == "f16" else 4
+            width = 8 if reg.endswith("64") else 2 if reg == "tile" else 4
             self.shared_bytes += max(buf.size, 1) * width
             pointer = self.m.t_pointer("Workgroup", element)
         else:
@@ -508,10 +512,7 @@ class DispatchEmitter:
         address = self._address(s.buffer, s.index)
         local = self.locals.get(id(s.buffer))
         if local is not None:
-            if local.reg == "f16":
-                word = self.fb.op("FConvert", self.m.t_float(16), self._coerce(value, "f32").id)
-            else:
-                word = self._coerce(value, local.reg).id
+            word = self._coerce(value, local.reg).id
             self.fb.do("Store", address, word, *self.shared_access(local, load=False))
             return
         self.fb.do("Store", address, self._to_storage(value, s.buffer.dtype))
@@ -532,6 +533,9 @@ class DispatchEmitter:
     def _address(self, buf: Buffer, index: Expr) -> int:
         idx = self.expr(index)
         local = self.locals.get(id(buf))
+        if local is not None and local.reg in ("tile", "chunk", "fragment"):
+            raise TargetError(f"{buf.name} holds cooperative-matrix data; only the matrix "
+                              f"statements may read or write it ({self.dispatch.name})")
         if local is not None:
             return self.fb.op("AccessChain", local.pointer, local.variable, idx.id)
         param = self.params.get(id(buf))
@@ -609,10 +613,8 @@ class DispatchEmitter:
             address = self._address(buf, e.indices[0])
             local = self.locals.get(id(buf))
             if local is not None:
-                ty = self.m.t_float(16) if local.reg == "f16" else self._type(local.reg)
-                raw = self.fb.op("Load", ty, address, *self.shared_access(local, load=True))
-                if local.reg == "f16":
-                    return Value(self.fb.op("FConvert", self._type("f32"), raw), "f32")
+                raw = self.fb.op("Load", self._type(local.reg), address,
+                                 *self.shared_access(local, load=True))
                 return Value(raw, local.reg)
             raw = self.fb.op("Load", self.params[id(buf)].element, address)
             return self._from_storage(raw, buf.dtype)
