@@ -58,12 +58,15 @@ class GpuResources:
 
     ``matrix_shapes``: the cooperative-matrix products kernels may use (none: plain
     arithmetic only); ``subgroup_size``: invocations of a subgroup (the unit that holds
-    one cooperative matrix); ``shared_bytes``: workgroup memory a kernel may declare.
+    one cooperative matrix); ``shared_bytes``: workgroup memory a kernel may declare;
+    ``float16_arithmetic``: float16 values are computed in float16 (the device has
+    float16 arithmetic, Vulkan's shaderFloat16) rather than widened to float32.
     """
 
     matrix_shapes: tuple[MatrixShape, ...] = ()
     subgroup_size: int = 32
     shared_bytes: int = 16384
+    float16_arithmetic: bool = False
 
     def matrix_shape(self, a: str, c: str) -> MatrixShape | None:
         """The first offered shape multiplying ``a`` inputs (both) into ``c``, or None."""

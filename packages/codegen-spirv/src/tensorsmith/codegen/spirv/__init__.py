@@ -8,7 +8,8 @@ the project's own binary emitter (no shader compiler involved).
 Target options: ``vulkan -validate=1`` runs spirv-val on every module at build time;
 ``-cooperative-matrix=16x16x16``, ``-subgroup-size=32`` and ``-shared-memory=49152``
 describe the GPU (resources.py): float16 matrix products then run on cooperative
-matrices, and the artifact loads only on a device that has them.
+matrices, and the artifact loads only on a device that has them;
+``-float16-arithmetic=1`` computes float16 values in float16.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ TARGET = TargetInfo(kind="vulkan", family="gpu", device="vulkan", suffix=".vulka
 
 def codegen(functions: list[PrimFunc], target: Target) -> SpirvKernels:
     """The ``vulkan`` entry point of the ``tensorsmith.codegen`` group."""
-    kernels = {f.name: [emit_dispatch(f, d) for d in split_dispatches(f)] for f in functions}
+    float16 = describe_gpu(target).float16_arithmetic
+    kernels = {f.name: [emit_dispatch(f, d, float16) for d in split_dispatches(f)]
+               for f in functions}
     result = SpirvKernels(kernels, target)
     if target.options.get("validate", "0") not in ("0", "false", "no"):
         result.validate()

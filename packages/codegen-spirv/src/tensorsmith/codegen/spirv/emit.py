@@ -17,7 +17,10 @@ Conventions (the contract with the runtime and with docs/spirv-manifest.md):
 * Values live in 32-bit registers whatever their storage: bool/int8/uint8/int16 load
   into int32 (bool into OpTypeBool), float16 into float32; stores convert back. Only
   int64 and float64 data use 64-bit registers; int64 indices are narrowed to int32 where
-  ranges.py proves it safe.
+  ranges.py proves it safe. With ``float16`` (target option ``-float16-arithmetic=1``)
+  float16 values stay float16 (capability Float16, feature shaderFloat16): what the
+  graph computes in float32 (a cast, a matmul's sum) is float32 already, and functions
+  GLSL.std.450 lacks for 16-bit floats (erf, tanh, pow) run in float32.
 * Structured control flow: loops are ``OpLoopMerge`` headers with an ``OpPhi`` counter,
   conditionals ``OpSelectionMerge``; local arrays are Function-storage variables,
   shared ones Workgroup-storage variables; Barrier is OpControlBarrier. Short
@@ -72,6 +75,8 @@ UNROLL_MAX_STATEMENTS = 4096
 # dtype -> register kind
 REGISTER = {"bool": "bool", "int8": "i32", "uint8": "i32", "int16": "i32", "int32": "i32",
             "int64": "i64", "float16": "f32", "float32": "f32", "float64": "f64"}
+#: dtype -> register kind where float16 values are computed in float16
+REGISTER_FLOAT16 = {**REGISTER, "float16": "f16"}
 # dtype -> (kind, width) of its storage-buffer element type
 STORAGE = {"bool": ("uint", 8), "uint8": ("uint", 8), "int8": ("int", 8),
            "int16": ("int", 16), "int32": ("int", 32), "int64": ("int", 64),
@@ -126,7 +131,8 @@ class SpirvModule:
 
 @dataclass(frozen=True)
 class Value:
-    """An SSA id and the register kind it lives in ("bool", "i32", "i64", "f32", "f64")."""
+    """An SSA id and the register kind it lives in ("bool", "i32", "i64", "f16", "f32",
+    "f64")."""
 
     id: int
     reg: str
@@ -151,8 +157,10 @@ class _Local:
 class DispatchEmitter:
     """Emits one :class:`Dispatch` of ``func`` as a complete SPIR-V module."""
 
-    def __init__(self, func: PrimFunc, dispatch: Dispatch) -> None:
+    def __init__(self, func: PrimFunc, dispatch: Dispatch, float16: bool = False) -> None:
         self.func = func
+        #: dtype -> register kind: REGISTER, or with float16 values in float16
+        self.register = REGISTER_FLOAT16 if float16 else REGISTER
         self.matrix_shapes: set[str] = set()
         self.chunk_views: dict[int, int] = {}  # id(Buffer) -> its uvec4 view
         self.intrinsics = any(isinstance(x, Intrinsic) for x in walk_stmts(dispatch.body))
@@ -346,6 +354,8 @@ class DispatchEmitter:
             self.m.capability("Int64")
         if reg == "f64":
             self.m.capability("Float64")
+        if reg == "f16":
+            self.m.capability("Float16")
         return self.m.t_int(int(reg[1:])) if reg[0] == "i" else self.m.t_float(int(reg[1:]))
 
     def _storage_type(self, dtype: str) -> int:
@@ -491,13 +501,13 @@ class DispatchEmitter:
                                   f"whole 16-byte chunks")
             reg, element = "tile", self.m.t_vector(self.m.t_int(32, False), 4)
         else:
-            reg = REGISTER[buf.dtype]
+            reg = self.register[buf.dtype]
             element = self._type(reg)
         length = buf.size // matrix.CHUNK_HALVES if reg == "tile" else max(buf.size, 1)
         array = self.m.t_array(element, length)
         if buf.scope == "shared":
             var = self.m.global_variable(self.m.t_pointer("Workgroup", array), "Workgroup")
-            width = 8 if reg.endswith("64") else 2 if reg == "tile" else 4
+            width = 8 if reg.endswith("64") else 2 if reg in ("tile", "f16") else 4
             self.shared_bytes += max(buf.size, 1) * width
             pointer = self.m.t_pointer("Workgroup", element)
         else:
@@ -549,12 +559,14 @@ class DispatchEmitter:
     def _from_storage(self, raw: int, dtype: str) -> Value:
         fb = self.fb
         kind, width = STORAGE[dtype]
-        reg = REGISTER[dtype]
+        reg = self.register[dtype]
         if dtype == "bool":
             u32 = self.m.t_int(32, False)
             wide = fb.op("UConvert", u32, raw)
             return Value(fb.op("INotEqual", self.m.t_bool(), wide, self.m.const(u32, 0)), "bool")
         if kind == "float" and width == 16:
+            if reg == "f16":
+                return Value(raw, "f16")
             return Value(fb.op("FConvert", self._type("f32"), raw), "f32")
         if width < 32:
             if kind == "uint":
@@ -572,9 +584,9 @@ class DispatchEmitter:
             word = fb.op("Select", u32, self._as_bool(value).id, self.m.const(u32, 1),
                          self.m.const(u32, 0))
             return fb.op("UConvert", element, word)
-        v = self._coerce(value, REGISTER[dtype])
+        v = self._coerce(value, self.register[dtype])
         if kind == "float" and width == 16:
-            return fb.op("FConvert", element, v.id)
+            return v.id if v.reg == "f16" else fb.op("FConvert", element, v.id)
         if width < 32:
             if kind == "uint":
                 word = fb.op("Bitcast", self.m.t_int(32, False), v.id)
@@ -633,15 +645,15 @@ class DispatchEmitter:
     def _reg_of(self, e: Expr) -> str:
         if e.dtype == "int64" and self.ranges.fits32(e):
             return "i32"
-        if e.dtype not in REGISTER:
+        if e.dtype not in self.register:
             raise TargetError(f"the vulkan target does not support dtype {e.dtype!r}")
-        return REGISTER[e.dtype]
+        return self.register[e.dtype]
 
     def _unify(self, a: Value, b: Value) -> tuple[Value, Value]:
         if a.reg == b.reg:
             return a, b
-        if {a.reg, b.reg} == {"i32", "i64"} or {a.reg, b.reg} == {"f32", "f64"}:
-            wide = a.reg if a.reg.endswith("64") else b.reg
+        if a.reg[0] == b.reg[0] and a.reg[0] in "if":  # the wider of two widths
+            wide = max(a.reg, b.reg, key=lambda r: int(r[1:]))
             return self._coerce(a, wide), self._coerce(b, wide)
         if a.reg == "bool":
             return self._coerce(a, b.reg), b
@@ -828,11 +840,11 @@ class DispatchEmitter:
                                 self._const(reg, zero).id), reg)
 
     def _cast(self, v: Value, src: str, dst: str) -> Value:
-        if dst not in REGISTER:
+        if dst not in self.register:
             raise TargetError(f"the vulkan target does not support dtype {dst!r}")
         if dst == "bool":
             return self._as_bool(v)
-        reg = REGISTER[dst]
+        reg = self.register[dst]
         if v.reg == "bool":
             return self._from_bool(v, reg)
         fb = self.fb
@@ -895,8 +907,9 @@ def _itemsize(dtype: str) -> int:
     return STORAGE[dtype][1] // 8
 
 
-def emit_dispatch(func: PrimFunc, dispatch: Dispatch) -> SpirvModule:
-    return DispatchEmitter(func, dispatch).emit()
+def emit_dispatch(func: PrimFunc, dispatch: Dispatch, float16: bool = False) -> SpirvModule:
+    """The module of ``dispatch``; ``float16``: compute float16 values in float16."""
+    return DispatchEmitter(func, dispatch, float16).emit()
 
 
 __all__ = ["FEATURE_OF", "Binding", "DispatchEmitter", "SpirvModule", "Value", "emit_dispatch"]

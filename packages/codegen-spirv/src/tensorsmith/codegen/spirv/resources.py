@@ -14,6 +14,9 @@ runtime refuses, at load, an artifact whose kernels need what the device lacks:
 * ``-shared-memory=49152``: bytes of workgroup memory a kernel may declare (default
   16384, every device's minimum; 32768 with cooperative matrices, which every device
   offering them has).
+* ``-float16-arithmetic=1``: compute float16 values in float16 (the device needs
+  shaderFloat16, which the artifact then lists) instead of widening each to float32;
+  what the graph computes in float32 (matmul sums of float16, casts) stays float32.
 """
 
 from __future__ import annotations
@@ -47,7 +50,15 @@ def describe_gpu(target: Target) -> GpuResources:
     shapes = tuple(parse_shape(t, target) for t in text.split(",") if t) if text else ()
     default_shared = COOPERATIVE_SHARED_BYTES if shapes else BASELINE_GPU.shared_bytes
     return GpuResources(shapes, _int(target, "subgroup-size", BASELINE_GPU.subgroup_size),
-                        _int(target, "shared-memory", default_shared))
+                        _int(target, "shared-memory", default_shared),
+                        _flag(target, "float16-arithmetic"))
+
+
+def _flag(target: Target, key: str) -> bool:
+    value = target.options.get(key, "0").lower()
+    if value not in ("0", "1", "true", "false", "yes", "no"):
+        raise TargetError(f"target '{target}': -{key}={value} is not 0 or 1")
+    return value in ("1", "true", "yes")
 
 
 def _int(target: Target, key: str, default: int) -> int:
