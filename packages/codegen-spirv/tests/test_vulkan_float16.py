@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from tensorsmith.ir import GraphBuilder, build, run_graph
 
 pytestmark = pytest.mark.vulkan
