@@ -33,6 +33,7 @@ VARIANTS: dict[str, dict[str, int]] = {
     "w2x2_f4x4_k32": {"warps_m": 2, "warps_n": 2, "frags_m": 4, "frags_n": 4, "kt": 32},
     "w2x4_f4x2_k16": {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 2, "kt": 16},
     "w2x2_f2x2_k32": {"warps_m": 2, "warps_n": 2, "frags_m": 2, "frags_n": 2, "kt": 32},
+    "w2x4_f4x4_k16": {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 4, "kt": 16},
 }
 TOLERANCE = 2e-3
 

@@ -152,6 +152,8 @@ def test_artifact_is_refused_without_cooperative_matrices(tmp_path: Path) -> Non
     manifest = json.loads(lib.export_spirv(tmp_path / "spv").read_text())
     assert "VK_KHR_cooperative_matrix" in manifest["requirements"][
         "device_extensions_vulkan_1_1"]
+    assert manifest["requirements"]["cooperative_matrix"] == {
+        "shapes": ["16x16x16 float16*float16+float32"], "subgroup_size": 32}
     with pytest.raises(DeviceError, match=r"built for cooperative matrices .* has no "
                        r"VK_KHR_cooperative_matrix; build it for plain 'vulkan'"):
         rt.load(tmp_path / "coop.tsm", device="vulkan")

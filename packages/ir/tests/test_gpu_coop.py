@@ -114,6 +114,13 @@ def test_default_tile_of_a_large_product() -> None:
                           "kt": 32}),  # two subgroups, K not a multiple of the step
     ((64, 64), (64, 64), {"warps_m": 1, "warps_n": 2, "frags_m": 2, "frags_n": 1,
                           "kt": 16}),
+    # the default block of large products (the 4096^3 one), whole and over the edge
+    ((128, 64), (64, 128), {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 2,
+                            "kt": 32}),
+    ((136, 48), (48, 136), {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 2,
+                            "kt": 32}),
+    ((2, 128, 32), (32, 256), {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 4,
+                               "kt": 16}),
 ])
 def test_results_match_numpy(a: tuple[int, ...], b: tuple[int, ...],
                              answers: dict[str, int]) -> None:
