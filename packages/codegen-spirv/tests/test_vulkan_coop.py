@@ -186,3 +186,39 @@ def test_opencl_refuses_matrix_statements() -> None:
     with pytest.raises(TargetError, match=r"kernel tsm_kernel_0 uses cooperative-matrix "
                        r"statements .* which target 'opencl' does not have"):
         get_codegen(target)(lib.funcs, target)
+
+
+def test_tuning_records_carry_the_tensorize_step(tmp_path: Path) -> None:
+    """A record of other tiles reaches the kernel; one for a CPU target or with a
+    malformed intrinsic is refused as a record, naming the field."""
+    from tensorsmith.ir.build import fused_groups
+    from tensorsmith.ir.codegen import gpu_resources
+    from tensorsmith.ir.lowering import group_compute
+    from tensorsmith.ir.record_checks import InvalidRecord, check_step, check_steps
+    from tensorsmith.ir.schedules import schedule_gpu
+    from tensorsmith.ir.te.schedule import Step
+
+    graph = matmul_graph(256, 64, 256)
+    (group,) = fused_groups(graph)[1]
+    _, outputs = group_compute(group)
+    answers = {"warps_m": 2, "warps_n": 2, "frags_m": 2, "frags_n": 4, "kt": 16}
+    s = schedule_gpu(outputs, resources=gpu_resources(Target.parse(COOP)),
+                     choose=lambda st, knob, default, choices=(): answers.get(knob, default))
+    steps = [step.to_json() for step in s.steps]
+    assert steps[0][0] == "tensorize" and steps[0][2][1]["frags_n"] == 4
+    for i, step in enumerate(steps):
+        check_step(step, f"steps[{i}]")
+    check_steps(group, [Step.from_json(x) for x in steps], "gpu")
+    with pytest.raises(InvalidRecord, match="cpu targets have no cooperative matrices"):
+        check_steps(group, [Step.from_json(x) for x in steps], "cpu")
+    with pytest.raises(InvalidRecord, match='"wmma" is not one of matrix_product'):
+        check_step(["tensorize", steps[0][1], ["wmma", {}]], "steps[0]")
+    from tensorsmith.ir.lowering import workload_key
+
+    records = tmp_path / "records.jsonl"
+    records.write_text(json.dumps({"workload": workload_key(group), "target": COOP,
+                                   "steps": steps, "costs": [1.0], "error": None}) + "\n")
+    lib = build(graph, target=COOP, records=records)
+    (module,) = lib.kernels.modules()
+    assert module.workgroup_size == (128, 1, 1)  # 2 x 2 subgroups of 32
+    assert module.grid[:2] == (2, 4)  # 256 / (2 x 4 x 16) columns, 256 / (2 x 2 x 16) rows
