@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 EPILOG = """\
-example:
+examples:
   tensorsmith devices
   tensorsmith compile model.onnx -t "vulkan -cooperative-matrix=16x16x16 -subgroup-size=32"
 
