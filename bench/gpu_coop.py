@@ -28,8 +28,12 @@ import numpy as np
 
 N = 4096
 COOP_TARGET = "vulkan -cooperative-matrix=16x16x16 -subgroup-size=32 -shared-memory=49152"
-#: Tile variants (knob -> value) built next to the default.
+#: Tile variants (knob -> value) built next to the default. ``halves``: the default
+#: blocks with shared tiles of float16 elements instead of 16-byte words (stored a float16
+#: at a time; fragments loaded through a float16 pointer): if the default is wrong on a
+#: device and this one right, the driver mishandles loads through a uvec4 pointer.
 VARIANTS: dict[str, dict[str, int]] = {
+    "halves": {"tile_lanes": 1},
     "w2x2_f4x4_k32": {"warps_m": 2, "warps_n": 2, "frags_m": 4, "frags_n": 4, "kt": 32},
     "w2x4_f4x2_k16": {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 2, "kt": 16},
     "w2x2_f2x2_k32": {"warps_m": 2, "warps_n": 2, "frags_m": 2, "frags_n": 2, "kt": 32},

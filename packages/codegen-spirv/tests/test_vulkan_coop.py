@@ -222,3 +222,32 @@ def test_tuning_records_carry_the_tensorize_step(tmp_path: Path) -> None:
     (module,) = lib.kernels.modules()
     assert module.workgroup_size == (128, 1, 1)  # 2 x 2 subgroups of 32
     assert module.grid[:2] == (2, 4)  # 256 / (2 x 4 x 16) columns, 256 / (2 x 2 x 16) rows
+
+
+def test_tiles_of_float16_elements() -> None:
+    """``tile_lanes=1``: shared tiles of float16, chunks stored as eight float16, fragments
+    loaded with strides in elements."""
+    new_enough_tools()
+    from tensorsmith.codegen.spirv import codegen
+    from tensorsmith.ir import te
+    from tensorsmith.ir.codegen import gpu_resources
+    from tensorsmith.ir.op_registry import TensorType, get_op
+    from tensorsmith.ir.schedules import schedule_gpu
+
+    op = get_op("matmul")
+    inputs = [te.placeholder((1024, 1024), "float16", f"in{i}") for i in range(2)]
+    outs = op.compute(inputs, {}, op.infer([TensorType((1024, 1024), "float16")] * 2, {}),
+                      "t0")
+    target = Target.parse(COOP)
+    s = schedule_gpu(outs, resources=gpu_resources(target),  # type: ignore[arg-type]
+                     choose=lambda st, knob, default, choices=(): 1 if knob == "tile_lanes"
+                     else default)
+    kernels = codegen([te.lower(s, inputs, outs, "mm")], target)  # type: ignore[arg-type]
+    kernels.validate()
+    text = disassemble(kernels.modules()[0].binary)
+    assert text is not None
+    assert "OpBitcast %v2half" in text  # a chunk's words split into float16 pairs
+    assert "OpTypeArray %half %uint_5120" in text  # 2 steps x 64 rows x (32 + 8)
+    # 64 x 64 blocks (2 x 2 subgroups of 2 x 2 fragments), rows of 32 + 8 and 64 + 8
+    assert "%uint_0 %uint_40 MakePointerVisible|NonPrivatePointer %uint_2" in text
+    assert "%uint_0 %uint_72 MakePointerVisible|NonPrivatePointer %uint_2" in text

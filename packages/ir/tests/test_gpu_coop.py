@@ -73,8 +73,12 @@ def test_product_lowers_to_fragment_statements() -> None:
         "for blockIdx.y by in 0..1:",
         "for blockIdx.x bx in 0..1:",
         "for threadIdx.x t in 0..32:",
-        "alloc t0.A_shared: float16[1536] shared",  # 2 steps x 32 rows x (16 + 8)
-        "alloc t0.B_shared: float16[1280] shared",  # 2 steps x 16 rows x (32 + 8)
+        # 16-byte words: 2 steps x 32 rows x (16 + 8) / 8, 2 steps x 16 rows x (32 + 8) / 8
+        "alloc t0.A_shared: uint32x4[192] shared",
+        "alloc t0.B_shared: uint32x4[160] shared",
+        # a chunk is one word of a tile row (3 words a row of A, 5 of B)
+        "store_chunk(t0.A_shared[((((t + (r * 32)) // 2) * 3) + ((t + (r * 32)) % 2))]) = "
+        "t0.chunks[r]",
         "alloc t0.acc: fragment<accumulator, float32, 16x16>[4]",
         "alloc t0.a: fragment<a, float16, 16x16>[2]",
         "alloc t0.b: fragment<b, float16, 16x16>[2]",
@@ -121,6 +125,10 @@ def test_default_tile_of_a_large_product() -> None:
                             "kt": 32}),
     ((2, 128, 32), (32, 256), {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 4,
                                "kt": 16}),
+    # shared tiles of float16 elements instead of 16-byte words
+    ((136, 48), (48, 136), {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 2,
+                            "kt": 32, "tile_lanes": 1}),
+    ((40, 24), (24, 56), {"tile_lanes": 1}),
 ])
 def test_results_match_numpy(a: tuple[int, ...], b: tuple[int, ...],
                              answers: dict[str, int]) -> None:
@@ -157,7 +165,7 @@ def test_knobs_are_the_tuners_space() -> None:
         return schedule_gpu(outs, choose=choose, resources=COOP)
 
     found = rule_knobs(schedule, outputs)["t0"]
-    assert set(found) == {"warps_m", "warps_n", "frags_m", "frags_n", "kt"}
+    assert set(found) == {"warps_m", "warps_n", "frags_m", "frags_n", "kt", "tile_lanes"}
     with pytest.raises(KnobConflict):  # 4 x 4 subgroups of 4 x 4: 512 invocations
         lowered(inputs, outputs, warps_m=4, warps_n=4, frags_m=4, frags_n=4)
 
@@ -166,7 +174,7 @@ def test_tensorize_checks_its_stage() -> None:
     _, outputs = matmul((64, 64), (64, 64), "float32")
     s = te.Schedule(outputs)
     params = {"m": 16, "n": 16, "k": 16, "warps_m": 1, "warps_n": 1, "frags_m": 1,
-              "frags_n": 1, "kt": 16, "subgroup": 32, "pad": 8}
+              "frags_n": 1, "kt": 16, "subgroup": 32, "pad": 8, "tile_lanes": 8}
     with pytest.raises(ValueError, match="operands are float32 and float32, not float16"):
         s.tensorize("t0", "matrix_product", params)
     _, outputs = matmul((64, 64), (64, 64))
@@ -175,3 +183,5 @@ def test_tensorize_checks_its_stage() -> None:
         s.tensorize("t0", "wmma", params)
     with pytest.raises(ValueError, match="kt=24 must be a multiple of k=16"):
         s.tensorize("t0", "matrix_product", {**params, "kt": 24})
+    with pytest.raises(ValueError, match=r"tile_lanes=4 is not one of \(8, 1\)"):
+        s.tensorize("t0", "matrix_product", {**params, "tile_lanes": 4})

@@ -491,23 +491,20 @@ class DispatchEmitter:
             self.locals[id(buf)] = _Local(var, "fragment", pointer)
             self.stmt(s.body)
             return
-        if buf.dtype == CHUNK_DTYPE:
-            reg, element = "chunk", self.m.t_vector(self.m.t_int(32, False), 4)
+        if buf.dtype == CHUNK_DTYPE:  # 16-byte words: register chunks, shared tiles
+            reg = "chunk" if buf.scope != "shared" else "tile"
+            element = self.m.t_vector(self.m.t_int(32, False), 4)
         elif buf.dtype == "float16" and buf.scope == "shared" and self.intrinsics:
-            # the operand tiles of cooperative matrices: float16 in shared memory, held
-            # as 16-byte words (matrix.py), so a chunk is stored in one instruction
-            if buf.size % matrix.CHUNK_HALVES:
-                raise TargetError(f"shared tile {buf.name} of {buf.size} elements is not "
-                                  f"whole 16-byte chunks")
-            reg, element = "tile", self.m.t_vector(self.m.t_int(32, False), 4)
+            # an operand tile of cooperative matrices in float16 elements (matrix.py)
+            self.m.capability("Float16")
+            reg, element = "half", self.m.t_float(16)
         else:
             reg = self.register[buf.dtype]
             element = self._type(reg)
-        length = buf.size // matrix.CHUNK_HALVES if reg == "tile" else max(buf.size, 1)
-        array = self.m.t_array(element, length)
+        array = self.m.t_array(element, max(buf.size, 1))
         if buf.scope == "shared":
             var = self.m.global_variable(self.m.t_pointer("Workgroup", array), "Workgroup")
-            width = 8 if reg.endswith("64") else 2 if reg in ("tile", "f16") else 4
+            width = {"tile": 16, "half": 2, "f16": 2}.get(reg, 8 if reg.endswith("64") else 4)
             self.shared_bytes += max(buf.size, 1) * width
             pointer = self.m.t_pointer("Workgroup", element)
         else:
@@ -543,7 +540,7 @@ class DispatchEmitter:
     def _address(self, buf: Buffer, index: Expr) -> int:
         idx = self.expr(index)
         local = self.locals.get(id(buf))
-        if local is not None and local.reg in ("tile", "chunk", "fragment"):
+        if local is not None and local.reg in ("tile", "half", "chunk", "fragment"):
             raise TargetError(f"{buf.name} holds cooperative-matrix data; only the matrix "
                               f"statements may read or write it ({self.dispatch.name})")
         if local is not None:

@@ -3,14 +3,15 @@
 SPV_KHR_cooperative_matrix: a fragment is an ``OpTypeCooperativeMatrixKHR`` of Subgroup
 scope; a ``Fragment`` buffer is a Function-storage array of them (indexed by constants
 once the unrolled loops are unrolled, so drivers keep them in registers). Loads and
-stores are row-major with the stride in elements of the pointer's type. A float16
-shared tile (an operand staged by the workgroup) is declared as an array of ``uvec4``,
-16-byte words of eight float16 each: a chunk is stored into it in one instruction, and
-fragments are loaded from it through a ``uvec4`` pointer with the stride in words, which
-the extension allows for exactly this ("Should we allow the Pointer type and matrix
-component type to mismatch? Yes", its issue 8); offsets and strides of such a tile are
-multiples of 8 elements (te/matrix_lower.py pads rows so). Storage buffers and the
-float32 scratch are accessed in their own element type. The extension requires the
+stores are row-major with the stride in elements of the pointer's type, the buffer's
+own element type. A shared tile of 16-byte words (an operand staged by the workgroup,
+te/matrix_lower.py) is an array of ``uvec4``: a chunk is stored into it in one
+instruction, and fragments are loaded from it through a ``uvec4`` pointer with the
+stride in words, which the extension allows for exactly this ("Should we allow the
+Pointer type and matrix component type to mismatch? Yes"). A tile of float16 elements
+is an array of float16, a chunk stored into it as eight float16 stores (each 32-bit word
+bitcast to two float16, the first element in the low half, as in memory). The extension
+requires the
 Vulkan memory model in a Shader module (capability VulkanMemoryModel, memory model
 Vulkan; SPV_KHR_vulkan_memory_model in SPIR-V 1.3), and float16 components the Float16
 capability.
@@ -42,8 +43,6 @@ if TYPE_CHECKING:
 
 #: Component type of a fragment, by dtype.
 COMPONENT = {"float16": 16, "float32": 32}
-#: float16 elements in a 16-byte word of a shared tile.
-CHUNK_HALVES = 8
 
 
 def matrix_type(em: DispatchEmitter, frag: Fragment, dtype: str | None = None) -> int:
@@ -80,15 +79,8 @@ def emit_intrinsic(em: DispatchEmitter, s: Intrinsic) -> None:
     elif isinstance(s, FragmentLoad):
         ty = matrix_type(em, s.frag)
         local = em.locals.get(id(s.src))
-        if local is not None and local.reg == "tile":
-            if s.stride % CHUNK_HALVES:
-                raise TargetError(f"a fragment of {s.src.name} is loaded with stride "
-                                  f"{s.stride}, not whole 16-byte words")
-            pointer, stride = _tile_word(em, s.src, s.index), s.stride // CHUNK_HALVES
-        else:
-            pointer, stride = _element(em, s.src, s.index), s.stride
-        value = em.fb.op("CooperativeMatrixLoadKHR", ty, pointer,
-                         _u32(em, MATRIX_LAYOUT_ROW_MAJOR), _u32(em, stride),
+        value = em.fb.op("CooperativeMatrixLoadKHR", ty, _element(em, s.src, s.index),
+                         _u32(em, MATRIX_LAYOUT_ROW_MAJOR), _u32(em, s.stride),
                          *em.shared_access(local, load=True))
         em.fb.do("Store", _slot(em, s.frag, s.slot), value)
     elif isinstance(s, FragmentStore):
@@ -128,22 +120,17 @@ def _fragment(em: DispatchEmitter, frag: Fragment, slot: object) -> int:
     return em.fb.op("Load", matrix_type(em, frag), _slot(em, frag, slot))
 
 
-def _tile_word(em: DispatchEmitter, buf: Buffer, index: object) -> int:
-    """A pointer to the 16-byte word of shared tile ``buf`` that element ``index`` (a
-    multiple of 8) begins."""
-    local = em.locals[id(buf)]
-    element = em._coerce(em.expr(index), "i32")  # type: ignore[arg-type]
-    word = em.fb.op("ShiftRightArithmetic", em._type("i32"), element.id, em._c32(3))
-    return em.fb.op("AccessChain", local.pointer, local.variable, word)
-
-
 def _element(em: DispatchEmitter, buf: Buffer, index: object) -> int:
     """A pointer to element ``index`` of a parameter or shared buffer, of the buffer's
     own element type (what the matrix load's stride counts in)."""
-    if id(buf) in em.locals and buf.scope != "shared":
+    local = em.locals.get(id(buf))
+    if local is None:
+        return em._address(buf, index)  # type: ignore[arg-type]
+    if not local.shared:
         raise TargetError(f"a cooperative matrix cannot be loaded from or stored to local "
                           f"array {buf.name}")
-    return em._address(buf, index)  # type: ignore[arg-type]
+    i = em._coerce(em.expr(index), "i32")  # type: ignore[arg-type]
+    return em.fb.op("AccessChain", local.pointer, local.variable, i.id)
 
 
 def _chunk_load(em: DispatchEmitter, s: ChunkLoad) -> None:
@@ -166,15 +153,31 @@ def _chunk_load(em: DispatchEmitter, s: ChunkLoad) -> None:
 
 
 def _chunk_store(em: DispatchEmitter, s: ChunkStore) -> None:
+    fb, m = em.fb, em.m
     local = em.locals.get(id(s.dst))
-    if local is None or local.reg != "tile":
-        raise TargetError(f"chunks are stored only into float16 shared tiles, not "
-                          f"{s.dst.name} ({s.dst.scope} {s.dst.dtype})")
-    uvec4 = em.m.t_vector(em.m.t_int(32, False), 4)
-    value = em.fb.op("Load", uvec4, _slot(em, s.regs, s.slot))
-    em.fb.do("Store", _tile_word(em, s.dst, s.index), value,
-             *em.shared_access(local, load=False))
+    if local is None or local.reg not in ("tile", "half"):
+        raise TargetError(f"chunks are stored only into shared tiles, not {s.dst.name} "
+                          f"({s.dst.scope} {s.dst.dtype})")
+    u32 = m.t_int(32, False)
+    uvec4 = m.t_vector(u32, 4)
+    value = fb.op("Load", uvec4, _slot(em, s.regs, s.slot))
+    base = em._coerce(em.expr(s.index), "i32")
+    if local.reg == "tile":  # one word
+        address = fb.op("AccessChain", local.pointer, local.variable, base.id)
+        fb.do("Store", address, value, *em.shared_access(local, load=False))
+        return
+    f16 = m.t_float(16)
+    half2 = m.t_vector(f16, 2)
+    i32 = em._type("i32")
+    for word in range(4):
+        pair = fb.op("Bitcast", half2, fb.op("CompositeExtract", u32, value, word))
+        for half in range(2):
+            offset = 2 * word + half
+            index = fb.op("IAdd", i32, base.id, em._c32(offset)) if offset else base.id
+            address = fb.op("AccessChain", local.pointer, local.variable, index)
+            fb.do("Store", address, fb.op("CompositeExtract", f16, pair, half),
+                  *em.shared_access(local, load=False))
 
 
-__all__ = ["CHUNK_HALVES", "COMPONENT", "allocate_fragment", "emit_intrinsic", "matrix_type",
+__all__ = ["COMPONENT", "allocate_fragment", "emit_intrinsic", "matrix_type",
            "use_cooperative_matrices"]

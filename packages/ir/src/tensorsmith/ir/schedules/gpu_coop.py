@@ -6,7 +6,8 @@ The product is tensorized (``Schedule.tensorize``, lowered by te/matrix_lower.py
 docstring describes the kernel); this module decides when, and sizes it. Every size is
 asked of ``choose`` so the auto-tuner searches the same kernel: subgroups per workgroup
 along M and N (``warps_m``, ``warps_n``), accumulator fragments per subgroup
-(``frags_m``, ``frags_n``) and the reduction step (``kt``). Products this kernel cannot
+(``frags_m``, ``frags_n``), the reduction step (``kt``) and whether shared tiles hold
+16-byte words or float16 elements (``tile_lanes``, 8 or 1). Products this kernel cannot
 take (float32 operands, sizes known only at run time, K or N not a multiple of 8, an
 operand computed in the kernel) keep the tiled rule of gpu_gemm.py, as does every
 product on a target without cooperative matrices.
@@ -33,13 +34,15 @@ MAX_FRAGMENTS = 16
 
 @dataclass(frozen=True)
 class CoopTiles:
-    """Subgroups (``warps_m`` x ``warps_n``), fragments per subgroup, reduction step."""
+    """Subgroups (``warps_m`` x ``warps_n``), fragments per subgroup, reduction step,
+    elements per element of the shared tiles."""
 
     warps_m: int
     warps_n: int
     frags_m: int
     frags_n: int
     kt: int
+    tile_lanes: int = 8
 
 
 #: From the largest block to the smallest. 2x4 subgroups of 4x2 fragments make a 128x128
@@ -62,7 +65,7 @@ def matrix_shape(st: Stage, resources: GpuResources) -> MatrixShape | None:
 def params(shape: MatrixShape, tiles: CoopTiles, subgroup: int) -> dict[str, int]:
     return {"m": shape.m, "n": shape.n, "k": shape.k, "warps_m": tiles.warps_m,
             "warps_n": tiles.warps_n, "frags_m": tiles.frags_m, "frags_n": tiles.frags_n,
-            "kt": tiles.kt, "subgroup": subgroup, "pad": PAD}
+            "kt": tiles.kt, "subgroup": subgroup, "pad": PAD, "tile_lanes": tiles.tile_lanes}
 
 
 def _fits(st: Stage, shape: MatrixShape, tiles: CoopTiles, resources: GpuResources) -> bool:
@@ -95,7 +98,8 @@ def ask_tiles(st: Stage, choose: Choose, shape: MatrixShape, d: CoopTiles,
                   choose(st, "warps_n", d.warps_n, (1, 2, 4)),
                   choose(st, "frags_m", d.frags_m, (1, 2, 4)),
                   choose(st, "frags_n", d.frags_n, (1, 2, 4)),
-                  choose(st, "kt", d.kt, (16, 32, 64)))
+                  choose(st, "kt", d.kt, (16, 32, 64)),
+                  choose(st, "tile_lanes", d.tile_lanes, (8, 1)))
     conflict_unless(t == d or _fits(st, shape, t, resources),
                     "the cooperative-matrix tiles exceed a device limit")
     return t

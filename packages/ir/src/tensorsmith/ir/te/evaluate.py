@@ -97,12 +97,10 @@ class _Interp:
         buf = s.buffer
         if buf.scope == "shared" and self.shared is not None:
             if id(buf) not in self.shared:  # one copy per workgroup, made by its first user
-                self.shared[id(buf)] = np.zeros(buf.size, buf.dtype)
+                self.shared[id(buf)] = _zeros(buf)
             self.mem[id(buf)] = self.shared[id(buf)]
         else:
-            special = matrix.zeros(buf)
-            self.mem[id(buf)] = special if special is not None else np.zeros(buf.size,
-                                                                              buf.dtype)
+            self.mem[id(buf)] = _zeros(buf)
 
     def _workgroup(self, s: For) -> None:
         """Run the invocations of one workgroup in lockstep from barrier to barrier."""
@@ -142,6 +140,11 @@ class _Interp:
         if isinstance(e, Select):
             return self.expr(e.a) if self.expr(e.cond) else self.expr(e.b)
         raise TypeError(type(e).__name__)
+
+
+def _zeros(buf: Any) -> np.ndarray:
+    special = matrix.zeros(buf)
+    return special if special is not None else np.zeros(buf.size, buf.dtype)
 
 
 def _has_barrier(s: Stmt) -> bool:

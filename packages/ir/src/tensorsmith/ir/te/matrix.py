@@ -76,8 +76,9 @@ class FragmentFill(Intrinsic):
 
 @dataclass(eq=False)
 class FragmentLoad(Intrinsic):
-    """``frag[slot]`` loaded from ``src`` (global or shared), row-major: element
-    ``(r, c)`` at ``src[index + r * stride + c]`` (strides in elements of ``src``)."""
+    """``frag[slot]`` loaded from ``src`` (global or shared), row-major: row ``r`` from
+    ``src[index + r * stride]`` on, ``index`` and ``stride`` in elements of ``src``,
+    which may be 16-byte words (:data:`CHUNK_DTYPE`) holding several matrix elements."""
 
     frag: Fragment
     slot: Expr
@@ -179,7 +180,7 @@ class ChunkLoad(Intrinsic):
 @dataclass(eq=False)
 class ChunkStore(Intrinsic):
     """The 16 bytes of register chunk ``regs[slot]`` stored into ``dst`` (shared) from
-    element ``index`` on."""
+    element ``index`` on (one element where ``dst`` holds 16-byte words)."""
 
     dst: Buffer
     index: Expr
@@ -231,8 +232,11 @@ def evaluate(s: Intrinsic, mem: dict[int, np.ndarray], value: Callable[[Expr], o
     if isinstance(s, FragmentFill):
         mem[id(s.frag)][at(s.slot)] = s.value
     elif isinstance(s, FragmentLoad):
-        f, src, start = s.frag, mem[id(s.src)], at(s.index)
-        rows = [src[start + r * s.stride:start + r * s.stride + f.cols] for r in range(f.rows)]
+        f, src, start, stride = s.frag, mem[id(s.src)], at(s.index), s.stride
+        if s.src.dtype == CHUNK_DTYPE:  # words of matrix elements
+            lanes = CHUNK_BYTES // np.dtype(f.dtype).itemsize
+            src, start, stride = src.reshape(-1).view(f.dtype), start * lanes, stride * lanes
+        rows = [src[start + r * stride:start + r * stride + f.cols] for r in range(f.rows)]
         if any(len(r) != f.cols for r in rows):
             raise IndexError(f"load_matrix reads past the end of {s.src.name}")
         mem[id(f)][at(s.slot)] = np.array(rows)
@@ -258,9 +262,12 @@ def evaluate(s: Intrinsic, mem: dict[int, np.ndarray], value: Callable[[Expr], o
             raise IndexError(f"load_chunk of {s.src.name} at {start} is not 16-byte aligned")
         mem[id(s.regs)][at(s.slot)] = src[start:start + lanes].view(np.uint8)
     elif isinstance(s, ChunkStore):
-        dst, start = mem[id(s.dst)], at(s.index)
-        lanes = CHUNK_BYTES // dst.itemsize
-        dst[start:start + lanes] = mem[id(s.regs)][at(s.slot)].view(dst.dtype)
+        dst, start, chunk = mem[id(s.dst)], at(s.index), mem[id(s.regs)][at(s.slot)]
+        if s.dst.dtype == CHUNK_DTYPE:
+            dst[start] = chunk
+        else:
+            lanes = CHUNK_BYTES // dst.itemsize
+            dst[start:start + lanes] = chunk.view(dst.dtype)
     else:
         raise TypeError(type(s).__name__)
 

@@ -16,7 +16,10 @@ fragment ``frags_m`` times. The reduction runs in steps of ``kt``:
   step suffices (the half written at step s was last read at step s - 1, before the
   barrier that ended it);
 * rows of shared memory are padded by ``pad`` elements (a multiple of 8, keeping
-  chunks 16-byte aligned) so the rows a fragment load reads fall in different banks.
+  chunks 16-byte aligned) so the rows a fragment load reads fall in different banks;
+* a shared tile holds 16-byte words (``tile_lanes`` 8: a chunk is one store, fragments
+  load with offsets and strides in words, which the cooperative-matrix load allows) or
+  float16 elements (``tile_lanes`` 1: eight stores a chunk).
 
 The result is written straight from the fragments (converted to C's dtype) when the
 block divides C and the only epilogue is that conversion; otherwise each fragment
@@ -35,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from .expr import Cast, Expr, Load, Var, as_expr, const
 from .matrix import (
     CHUNK_BYTES,
+    CHUNK_DTYPE,
     ChunkLoad,
     ChunkStore,
     Fragment,
@@ -55,7 +59,10 @@ if TYPE_CHECKING:
 #: The intrinsics ``Schedule.tensorize`` accepts.
 INTRINSICS = ("matrix_product",)
 #: Parameters of ``matrix_product``, all positive ints.
-PARAMS = ("m", "n", "k", "warps_m", "warps_n", "frags_m", "frags_n", "kt", "subgroup", "pad")
+PARAMS = ("m", "n", "k", "warps_m", "warps_n", "frags_m", "frags_n", "kt", "subgroup", "pad",
+          "tile_lanes")
+#: Elements of a shared tile's element: a 16-byte word, or one float16.
+TILE_LANES = (8, 1)
 #: The element type of the operands and of the accumulator.
 INPUT_DTYPE = "float16"
 ACC_DTYPE = "float32"
@@ -136,6 +143,9 @@ def check_tensorize(st: Stage, intrinsic: str, params: dict[str, Any]) -> None:
     if product.problem:
         raise ValueError(f"tensorize {st.name}: {product.problem}")
     p = Params(params)
+    if p.tile_lanes not in TILE_LANES:
+        raise ValueError(f"tensorize {st.name}: tile_lanes={p.tile_lanes} is not one of "
+                         f"{TILE_LANES}")
     if p.kt % p.k or p.kt % CHUNK or p.pad % CHUNK:
         raise ValueError(f"tensorize {st.name}: the step kt={p.kt} must be a multiple of "
                          f"k={p.k} and {CHUNK}, and the padding {p.pad} of {CHUNK}")
@@ -156,6 +166,7 @@ class Params:
         self.warps_m, self.warps_n = params["warps_m"], params["warps_n"]
         self.frags_m, self.frags_n = params["frags_m"], params["frags_n"]
         self.kt, self.subgroup, self.pad = params["kt"], params["subgroup"], params["pad"]
+        self.tile_lanes = params["tile_lanes"]
 
     @property
     def rows(self) -> int:
@@ -216,8 +227,16 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
     a_base, b_base = product.batch_offset(product.a, bz), product.batch_offset(product.b, bz)
     direct = direct_store(st, product, p)
 
-    a_smem = Buffer(f"{st.name}.A_shared", (2 * p.rows * p.a_stride,), INPUT_DTYPE, "shared")
-    b_smem = Buffer(f"{st.name}.B_shared", (2 * p.kt * p.b_stride,), INPUT_DTYPE, "shared")
+    # shared tiles and their offsets in units of their elements (words or halves)
+    lanes = p.tile_lanes
+    tile_dtype = CHUNK_DTYPE if lanes == CHUNK else INPUT_DTYPE
+    a_smem = Buffer(f"{st.name}.A_shared", (2 * p.rows * p.a_stride // lanes,), tile_dtype,
+                    "shared")
+    b_smem = Buffer(f"{st.name}.B_shared", (2 * p.kt * p.b_stride // lanes,), tile_dtype,
+                    "shared")
+    a_half, b_half = p.rows * p.a_stride // lanes, p.kt * p.b_stride // lanes
+    a_row, b_row = p.a_stride // lanes, p.b_stride // lanes
+    per_chunk = CHUNK // lanes
     acc = Fragment(f"{st.name}.acc", (p.frags_m * p.frags_n,), ACC_DTYPE, "fragment",
                    "accumulator", p.m, p.n)
     fa = Fragment(f"{st.name}.a", (p.frags_m,), INPUT_DTYPE, "fragment", "a", p.m, p.k)
@@ -246,26 +265,24 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
         """The registers' chunks into half ``half`` of the shared tiles."""
         r = Var("r")
         c = t + r * p.threads
-        row, col = c // (p.kt // CHUNK), c % (p.kt // CHUNK) * CHUNK
-        a_store = ChunkStore(a_smem, half * (p.rows * p.a_stride) + row * p.a_stride + col,
-                             regs, r)
+        row, col = c // (p.kt // CHUNK), c % (p.kt // CHUNK) * per_chunk
+        a_store = ChunkStore(a_smem, half * a_half + row * a_row + col, regs, r)
         r2 = Var("r")
         c2 = t + r2 * p.threads
-        krow, col2 = c2 // (p.cols // CHUNK), c2 % (p.cols // CHUNK) * CHUNK
-        b_store = ChunkStore(b_smem, half * (p.kt * p.b_stride) + krow * p.b_stride + col2,
-                             regs, r2 + per_a)
+        krow, col2 = c2 // (p.cols // CHUNK), c2 % (p.cols // CHUNK) * per_chunk
+        b_store = ChunkStore(b_smem, half * b_half + krow * b_row + col2, regs, r2 + per_a)
         return Seq([For(r, per_a, "unrolled", a_store), For(r2, per_b, "unrolled", b_store)])
 
     def multiply(half: Expr) -> Stmt:
         kk, fi, fj = Var("kk"), Var("fi"), Var("fj")
-        a_at = (half * (p.rows * p.a_stride) + (wm * (p.frags_m * p.m) + fi * p.m) * p.a_stride
-                + kk * p.k)
-        b_at = (half * (p.kt * p.b_stride) + kk * p.k * p.b_stride + wn * (p.frags_n * p.n)
-                + fj * p.n)
+        a_at = (half * a_half + (wm * (p.frags_m * p.m) + fi * p.m) * a_row
+                + kk * (p.k // lanes))
+        b_at = (half * b_half + kk * p.k * b_row + wn * (p.frags_n * p.n // lanes)
+                + fj * (p.n // lanes))
         fi2, fj2 = Var("fi"), Var("fj")
         loads = Seq([
-            For(fi, p.frags_m, "unrolled", FragmentLoad(fa, fi, a_smem, a_at, p.a_stride)),
-            For(fj, p.frags_n, "unrolled", FragmentLoad(fb, fj, b_smem, b_at, p.b_stride)),
+            For(fi, p.frags_m, "unrolled", FragmentLoad(fa, fi, a_smem, a_at, a_row)),
+            For(fj, p.frags_n, "unrolled", FragmentLoad(fb, fj, b_smem, b_at, b_row)),
             For(fi2, p.frags_m, "unrolled", For(fj2, p.frags_n, "unrolled", FragmentMulAdd(
                 acc, fi2 * p.frags_n + fj2, fa, fi2, fb, fj2)))])
         return For(kk, p.kt // p.k, "unrolled", loads)
