@@ -15,6 +15,7 @@ product on a target without cooperative matrices.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..target import GpuResources, MatrixShape
@@ -80,9 +81,7 @@ def choose_tiles(st: Stage, shape: MatrixShape, resources: GpuResources) -> Coop
     """The largest block that fits the workgroup memory and still gives
     ``TARGET_WORKGROUPS`` workgroups (else the smallest that fits), or None."""
     product = Product(st)
-    batch = 1
-    for d in product.batch:
-        batch *= d
+    batch = math.prod(product.batch)
     fitting = [t for t in CANDIDATES if _fits(st, shape, t, resources)]
     for t in fitting:
         rows, cols = t.warps_m * t.frags_m * shape.m, t.warps_n * t.frags_n * shape.n

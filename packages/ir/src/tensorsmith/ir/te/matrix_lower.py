@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from .expr import Cast, Expr, Load, Var, as_expr, const
+from .expr import Binary, Cast, Expr, Load, Reduce, Var, as_expr, const
 from .matrix import (
     CHUNK_BYTES,
     CHUNK_DTYPE,
@@ -77,21 +77,21 @@ class Product:
     def __init__(self, st: Stage) -> None:
         self.problem = ""
         op = st.tensor.op
-        reads = [ld for ld in collect_loads(op.body)] if op is not None else []
+        reads = collect_loads(op.body) if op is not None else []
         tensors = list({id(ld.buffer): ld.buffer for ld in reads}.values())
         if op is None or op.tag != "matmul" or len(op.reduce_axes) != 1 or len(tensors) != 2:
             self.problem = "it is not a matrix product of two tensors"
             return
         self.a: Tensor = tensors[0]  # type: ignore[assignment]
         self.b: Tensor = tensors[1]  # type: ignore[assignment]
-        self.batch = tuple(a.extent for a in op.axes[:-2])
         shapes = [*self.a.shape, *self.b.shape, *(a.extent for a in op.axes),
                   op.reduce_axes[0].extent]
         if not all(isinstance(d, int) for d in shapes):
             self.problem = "its sizes are known only at run time"
             return
-        self.m, self.n = op.axes[-2].extent, op.axes[-1].extent
-        self.k = op.reduce_axes[0].extent
+        self.batch = tuple(int(a.extent) for a in op.axes[:-2])
+        self.m, self.n = int(op.axes[-2].extent), int(op.axes[-1].extent)
+        self.k = int(op.reduce_axes[0].extent)
         if any(t.op is not None for t in (self.a, self.b)):
             self.problem = "an operand is computed in the kernel, not read from memory"
         elif self.a.dtype != INPUT_DTYPE or self.b.dtype != INPUT_DTYPE:
@@ -111,14 +111,13 @@ class Product:
 
     def batch_offset(self, t: Tensor, b: Expr) -> Expr:
         """Element offset of batch ``b``'s matrix in operand ``t``."""
-        return b * (math.prod(t.shape[-2:])) if t.ndim > 2 else const(0)
+        return b * (self.m * self.k if t is self.a else self.k * self.n) if t.ndim > 2 \
+            else const(0)
 
 
 def _plain_product(body: Any, a: Tensor, b: Tensor) -> bool:
     """Whether ``body`` is ``sum(cast(A[.., i, k]) * cast(B[.., k, j]))`` over the
     stage's own i, j and k (so the tiles read the right elements)."""
-    from .expr import Binary, Reduce
-
     if not isinstance(body, Reduce) or body.combiner != "sum":
         return False
     e = body.body

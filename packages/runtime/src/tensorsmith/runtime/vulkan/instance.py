@@ -257,9 +257,9 @@ def _matrix_properties(vk: Any, instance_handle: Any, handle: Any) -> list[Matri
         return []
     out = []
     for p in entries:
-        names = [COMPONENT_TYPES.get(int(t), f"type{int(t)}")
-                 for t in (p.AType, p.BType, p.CType, p.ResultType)]
-        out.append(MatrixProperty(int(p.MSize), int(p.NSize), int(p.KSize), *names,
+        a, b, c, result = (COMPONENT_TYPES.get(int(t), f"type{int(t)}")
+                           for t in (p.AType, p.BType, p.CType, p.ResultType))
+        out.append(MatrixProperty(int(p.MSize), int(p.NSize), int(p.KSize), a, b, c, result,
                                   bool(p.saturatingAccumulation),
                                   SCOPE_NAMES.get(int(p.scope), f"scope{int(p.scope)}")))
     return out
