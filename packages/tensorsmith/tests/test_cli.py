@@ -44,12 +44,26 @@ def test_help_lists_commands_and_examples():
         assert word in proc.stdout
 
 
-@pytest.mark.parametrize("command", ["compile", "run", "tune", "inspect", "compare", "quantize"])
+@pytest.mark.parametrize("command", ["compile", "run", "tune", "inspect", "compare", "quantize",
+                                     "devices"])
 def test_subcommand_help_has_an_example(command):
     proc = tsm(command, "--help")
     assert proc.returncode == 0, proc.stderr
     assert "examples:" in proc.stdout
     assert f"tensorsmith {command} " in proc.stdout
+
+
+@pytest.mark.vulkan
+def test_devices_prints_each_devices_target_string():
+    import json
+
+    proc = tsm("devices", "--json")
+    assert proc.returncode == 0, proc.stderr
+    devices = json.loads(proc.stdout)
+    assert devices and all(d["target"].startswith("vulkan") for d in devices)
+    assert {"cooperative_matrix", "subgroup_size", "shared_memory_bytes"} <= set(devices[0])
+    text = tsm("devices").stdout
+    assert "cooperative matrices:" in text and "target: vulkan" in text
 
 
 def test_help_documents_exit_codes():
