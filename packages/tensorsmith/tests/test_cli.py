@@ -44,12 +44,26 @@ def test_help_lists_commands_and_examples():
         assert word in proc.stdout
 
 
-@pytest.mark.parametrize("command", ["compile", "run", "tune", "inspect", "compare", "quantize"])
+@pytest.mark.parametrize("command", ["compile", "run", "tune", "inspect", "compare", "quantize",
+                                     "devices"])
 def test_subcommand_help_has_an_example(command):
     proc = tsm(command, "--help")
     assert proc.returncode == 0, proc.stderr
     assert "examples:" in proc.stdout
     assert f"tensorsmith {command} " in proc.stdout
+
+
+@pytest.mark.vulkan
+def test_devices_prints_each_devices_target_string():
+    import json
+
+    proc = tsm("devices", "--json")
+    assert proc.returncode == 0, proc.stderr
+    devices = json.loads(proc.stdout)
+    assert devices and all(d["target"].startswith("vulkan") for d in devices)
+    assert {"cooperative_matrix", "subgroup_size", "shared_memory_bytes"} <= set(devices[0])
+    text = tsm("devices").stdout
+    assert "cooperative matrices:" in text and "target: vulkan" in text
 
 
 def test_help_documents_exit_codes():
@@ -317,19 +331,26 @@ def test_compile_bad_llvm_target_option_is_a_user_error(tmp_path, target, fragme
     assert not (tmp_path / "x.so").exists()
 
 
+#: CPUs with extensions some test host lacks, each by the features that tell: Sapphire
+#: Rapids (AMX, AVX512-FP16) is newer than the AVX2 hosts; on a host that has those, an
+#: older AMD design (FMA4, XOP) still has what no Intel CPU has.
+NEWER_CPUS = (("sapphirerapids", ("amx-tile", "avx512fp16")), ("bdver4", ("fma4", "xop")))
+
+
 def test_run_refuses_an_artifact_for_a_newer_cpu(tmp_path):
-    """Built for Sapphire Rapids (AMX, AVX512-FP16: no test host has them, asserted), `run`
-    says what this CPU lacks and how to build for it, where the kernels would die of SIGILL."""
+    """Built for a CPU with extensions this one lacks, `run` says what is missing and how to
+    build for this CPU, where the kernels would die of SIGILL."""
     from tensorsmith.runtime.cpu_features import host_flags, missing_features
 
     flags = host_flags()
     assert flags is not None
-    assert missing_features(["amx-tile", "avx512fp16"], flags) == ["amx-tile", "avx512fp16"]
+    cpu, lacking = next((cpu, missing) for cpu, features in NEWER_CPUS
+                        if (missing := missing_features(features, flags)))
     out = tmp_path / "mlp.so"
-    target = "llvm -mcpu=sapphirerapids"
-    proc = tsm("compile", MLP, "--target", target, "--input-shape", "input:1,784", "-o", out)
+    proc = tsm("compile", MLP, "--target", f"llvm -mcpu={cpu}", "--input-shape",
+               "input:1,784", "-o", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert_user_error(tsm("run", out), "CPU features this machine lacks", "amx-tile", "-mcpu=")
+    assert_user_error(tsm("run", out), "CPU features this machine lacks", lacking[0], "-mcpu=")
 
 
 def test_a_model_compiled_without_shapes_runs_at_the_sizes_given(tmp_path):

@@ -12,7 +12,8 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from .target import BASELINE_CPU, CpuResources, Target
+from .errors import TargetError
+from .target import BASELINE_CPU, BASELINE_GPU, CpuResources, GpuResources, Target
 from .targets import codegen_entry_point
 from .te.stmt import PrimFunc
 
@@ -38,6 +39,23 @@ def get_codegen(target: Target) -> CodegenFn:
     return fn
 
 
+def refuse_intrinsics(functions: list[PrimFunc], target: Target) -> None:
+    """A TargetError naming the first kernel that uses an intrinsic statement
+    (te/matrix.py): for codegens whose target has none, so a tensorized schedule (a
+    tuning record of another target, say) fails plainly instead of deep in the emitter."""
+    from .te.stmt import Intrinsic
+    from .te.visit import walk_stmts
+
+    for f in functions:
+        found = next((s for s in walk_stmts(f.body) if isinstance(s, Intrinsic)), None)
+        if found is not None:
+            raise TargetError(
+                f"kernel {f.name} uses cooperative-matrix statements ({type(found).__name__}"
+                f"), which target '{target}' does not have; they come from a tensorize "
+                "step, which the default rules take only for a vulkan target with "
+                "-cooperative-matrix")
+
+
 def target_resources(target: Target) -> CpuResources:
     """The CPU a ``cpu``-family target compiles for, as its codegen plug-in describes it
     (its record's ``describe_cpu``); :data:`BASELINE_CPU` when the record has none. Asked
@@ -51,3 +69,16 @@ def _resources(target: str) -> CpuResources:
     tgt = Target.parse(target)
     describe = tgt.info.describe_cpu
     return BASELINE_CPU if describe is None else describe(tgt)
+
+
+def gpu_resources(target: Target) -> GpuResources:
+    """The GPU a ``gpu``-family target compiles for, as its codegen plug-in describes it
+    (its record's ``describe_gpu``); :data:`BASELINE_GPU` when the record has none."""
+    return _gpu_resources(str(target))
+
+
+@functools.cache
+def _gpu_resources(target: str) -> GpuResources:
+    tgt = Target.parse(target)
+    describe = tgt.info.describe_gpu
+    return BASELINE_GPU if describe is None else describe(tgt)

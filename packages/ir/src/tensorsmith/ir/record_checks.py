@@ -147,6 +147,19 @@ def _transform(value: Any, field: str) -> None:
              f"{_short(value)} is not one of {', '.join(TRANSFORMS)}")
 
 
+def _intrinsic(value: Any, field: str) -> None:
+    from .te.matrix_lower import INTRINSICS
+
+    _require(value in INTRINSICS, field, f"{_short(value)} is not one of "
+             + ", ".join(INTRINSICS))
+
+
+def _intrinsic_params(value: Any, field: str) -> None:
+    ok = isinstance(value, dict) and len(value) <= 16 and all(
+        isinstance(k, str) and _is_int(v) for k, v in value.items())
+    _require(ok, field, _expected("an object of integer parameters", value))
+
+
 #: Per step kind, the checks of its required and of its optional arguments (as
 #: ``tensorsmith.ir.te.schedule.Schedule`` records them).
 STEP_ARGS: dict[str, tuple[tuple[Check, ...], tuple[Check, ...]]] = {
@@ -162,6 +175,7 @@ STEP_ARGS: dict[str, tuple[tuple[Check, ...], tuple[Check, ...]]] = {
     "pack": ((_input, _order), (_block,)),
     "fuse_epilogue": ((_name,), ()),
     "compute_at": ((_name, _name), ()),
+    "tensorize": ((_intrinsic, _intrinsic_params), ()),
 }
 
 
@@ -242,6 +256,9 @@ def _check_on_stage(sched: Schedule, step: Step, family: str, field: str) -> Non
         reduce_ok = kind not in ("parallel", "blockIdx.x", "blockIdx.y", "blockIdx.z")
         _require(leaf is None or not leaf.reduce or reduce_ok, f"{field}.args[1]",
                  f"reduce loop {leaf.name if leaf else ''} cannot run {kind}")
+    elif step.kind == "tensorize":
+        _require(family == "gpu", f"{field}.kind", f"{family} targets have no "
+                 "cooperative matrices to tensorize with")
     elif step.kind in ("layout", "pack") and len(step.args) > 2 and step.args[2]:
         axis, size = step.args[2]
         shapes = [t.shape for t in input_tensors(st.tensor) if t.name == step.args[0]]

@@ -31,6 +31,56 @@ class CpuResources:
         return max(1, self.vector_bits // (8 * element_bytes))
 
 
+@dataclass(frozen=True)
+class MatrixShape:
+    """One shape of cooperative (subgroup-wide) matrix product a GPU offers:
+    ``C[m, n] += A[m, k] * B[k, n]`` on ``a``/``b`` inputs with a ``c`` accumulator, one
+    subgroup holding each operand spread over its invocations."""
+
+    m: int
+    n: int
+    k: int
+    a: str = "float16"
+    b: str = "float16"
+    c: str = "float32"
+
+    def __str__(self) -> str:
+        return f"{self.m}x{self.n}x{self.k} {self.a}*{self.b}+{self.c}"
+
+
+@dataclass(frozen=True)
+class GpuResources:
+    """The facts of a GPU that a schedule may depend on beyond what every device of its
+    API offers. The code is compiled on a build host that need not have the GPU, so
+    these come from the target string (its codegen plug-in's ``describe_gpu``, see
+    ``codegen.gpu_resources``), and the runtime refuses an artifact whose kernels need
+    what the device it is loaded on lacks.
+
+    ``matrix_shapes``: the cooperative-matrix products kernels may use (none: plain
+    arithmetic only); ``subgroup_size``: invocations of a subgroup (the unit that holds
+    one cooperative matrix); ``shared_bytes``: workgroup memory a kernel may declare;
+    ``float16_arithmetic``: float16 values are computed in float16 (the device has
+    float16 arithmetic, Vulkan's shaderFloat16) rather than widened to float32.
+    """
+
+    matrix_shapes: tuple[MatrixShape, ...] = ()
+    subgroup_size: int = 32
+    shared_bytes: int = 16384
+    float16_arithmetic: bool = False
+
+    def matrix_shape(self, a: str, c: str) -> MatrixShape | None:
+        """The first offered shape multiplying ``a`` inputs (both) into ``c``, or None."""
+        for shape in self.matrix_shapes:
+            if shape.a == shape.b == a and shape.c == c:
+                return shape
+        return None
+
+
+#: What a GPU target has when its plug-in says nothing: what every Vulkan 1.1 device
+#: offers (16 KiB of workgroup memory, no cooperative matrices).
+BASELINE_GPU = GpuResources()
+
+
 #: What a CPU target is assumed to have when no plug-in describes it: x86-64-v3 (AVX2,
 #: FMA, 16 ymm registers), the most common vector unit of current x86 servers.
 BASELINE_CPU = CpuResources("x86-64-v3", vector_bits=256, vector_registers=16)

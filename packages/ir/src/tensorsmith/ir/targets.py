@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from .errors import TargetError
 
 if TYPE_CHECKING:
-    from .target import CpuResources, Target
+    from .target import CpuResources, GpuResources, Target
 
 __all__ = ["FAMILIES", "GROUP", "INSTALL_HINTS", "TargetInfo", "codegen_entry_point",
            "installed_kinds", "target_info"]
@@ -55,10 +55,12 @@ class TargetInfo:
     ``cpu``-family target compiles for (vector width, registers, caches), which the
     default rules size their tiles by; without one the rules assume
     :data:`~tensorsmith.ir.target.BASELINE_CPU`. It may raise TargetError for a bad
-    target option, before anything is lowered. ``refused_dtypes`` are the dtypes its
-    kernels cannot hold: ``build`` refuses a graph with a tensor of one, naming the
-    tensor, the dtype and the target, before lowering. ``distribution`` is filled in
-    from the entry point's distribution when the record is loaded.
+    target option, before anything is lowered. ``describe_gpu`` does the same for a
+    ``gpu``-family target (cooperative matrices, workgroup memory); without one the rules
+    assume :data:`~tensorsmith.ir.target.BASELINE_GPU`. ``refused_dtypes`` are the dtypes
+    its kernels cannot hold: ``build`` refuses a graph with a tensor of one, naming the
+    tensor, the dtype and the target, before lowering. ``distribution`` is filled in from
+    the entry point's distribution when the record is loaded.
     """
 
     kind: str
@@ -67,6 +69,7 @@ class TargetInfo:
     suffix: str
     tunable: bool = False
     describe_cpu: Callable[[Target], CpuResources] | None = None
+    describe_gpu: Callable[[Target], GpuResources] | None = None
     refused_dtypes: frozenset[str] = frozenset()
     distribution: str = ""
 

@@ -20,6 +20,7 @@ from importlib import metadata
 from tensorsmith.cli import (
     compare_cmd,
     compile_cmd,
+    devices_cmd,
     inspect_cmd,
     quantize_cmd,
     run_cmd,
@@ -120,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_cmd.add_parser(sub, [common])
     compare_cmd.add_parser(sub, [common])
     quantize_cmd.add_parser(sub, [common])
+    devices_cmd.add_parser(sub, [common])
     return parser
 
 

@@ -25,6 +25,7 @@ from .spec import (
     GENERATOR,
     MAGIC,
     MEMORY_MODEL_GLSL450,
+    MEMORY_MODEL_VULKAN,
     OP,
     STORAGE,
     VERSION_1_3,
@@ -168,6 +169,14 @@ class ModuleBuilder:
     def t_vector(self, component: int, count: int) -> int:
         return self._type(("vec", component, count), "TypeVector", [component, count])
 
+    def t_cooperative_matrix(self, component: int, scope: int, rows: int, cols: int,
+                             use: int) -> int:
+        """OpTypeCooperativeMatrixKHR: scope, rows, columns and use are constant ids."""
+        u32 = self.t_int(32, False)
+        operands = [component, *(self.const(u32, v) for v in (scope, rows, cols, use))]
+        return self._type(("coopmat", component, scope, rows, cols, use),
+                          "TypeCooperativeMatrixKHR", operands)
+
     def t_array(self, element: int, length: int) -> int:
         """A fixed-size array (Function or Workgroup storage: no stride decoration)."""
         n = self.const(self.t_int(32, False), length)
@@ -273,7 +282,9 @@ class ModuleBuilder:
             words += instruction("Extension", string_words(ext))
         if self._glsl:
             words += instruction("ExtInstImport", [self._glsl, *string_words("GLSL.std.450")])
-        words += instruction("MemoryModel", [ADDRESSING_LOGICAL, MEMORY_MODEL_GLSL450])
+        model = (MEMORY_MODEL_VULKAN if "VulkanMemoryModel" in self.capabilities
+                 else MEMORY_MODEL_GLSL450)
+        words += instruction("MemoryModel", [ADDRESSING_LOGICAL, model])
         words += self.entry_points + self.execution_modes + self.names + self.decorations
         words += self.globals + self.functions
         return struct.pack(f"<{len(words)}I", *words)

@@ -17,7 +17,10 @@ Conventions (the contract with the runtime and with docs/spirv-manifest.md):
 * Values live in 32-bit registers whatever their storage: bool/int8/uint8/int16 load
   into int32 (bool into OpTypeBool), float16 into float32; stores convert back. Only
   int64 and float64 data use 64-bit registers; int64 indices are narrowed to int32 where
-  ranges.py proves it safe.
+  ranges.py proves it safe. With ``float16`` (target option ``-float16-arithmetic=1``)
+  float16 values stay float16 (capability Float16, feature shaderFloat16): what the
+  graph computes in float32 (a cast, a matmul's sum) is float32 already, and functions
+  GLSL.std.450 lacks for 16-bit floats (erf, tanh, pow) run in float32.
 * Structured control flow: loops are ``OpLoopMerge`` headers with an ``OpPhi`` counter,
   conditionals ``OpSelectionMerge``; local arrays are Function-storage variables,
   shared ones Workgroup-storage variables; Barrier is OpControlBarrier. Short
@@ -32,12 +35,14 @@ from tensorsmith.ir.errors import TargetError
 from tensorsmith.ir.symbolic import Dim, dim_min
 from tensorsmith.ir.te.dispatch import Dispatch
 from tensorsmith.ir.te.expr import Binary, Call, Cast, Const, Expr, Load, Select, SymVar, Var
+from tensorsmith.ir.te.matrix import CHUNK_DTYPE, Fragment, FragmentMulAdd
 from tensorsmith.ir.te.stmt import (
     Allocate,
     Barrier,
     Buffer,
     For,
     IfThenElse,
+    Intrinsic,
     PrimFunc,
     Seq,
     Stmt,
@@ -46,10 +51,19 @@ from tensorsmith.ir.te.stmt import (
 from tensorsmith.ir.te.symbols import dim_of
 from tensorsmith.ir.te.visit import stmt_exprs, walk, walk_stmts
 
-from . import mathlib
+from . import mathlib, matrix
 from .builder import FunctionBuilder, ModuleBuilder
 from .ranges import INT32_MAX, INT32_MIN, RangeAnalysis
-from .spec import BUILTIN, GLSL, LOOP_CONTROL, SCOPE_WORKGROUP, SEMANTICS_WORKGROUP_ACQREL
+from .spec import (
+    BUILTIN,
+    GLSL,
+    LOOP_CONTROL,
+    MEMORY_ACCESS_SHARED_LOAD,
+    MEMORY_ACCESS_SHARED_STORE,
+    SCOPE_WORKGROUP,
+    SEMANTICS_MAKE_AVAILABLE_VISIBLE,
+    SEMANTICS_WORKGROUP_ACQREL,
+)
 
 #: The largest workgroup count per dimension every Vulkan device accepts.
 MAX_GROUPS = 65535
@@ -61,6 +75,8 @@ UNROLL_MAX_STATEMENTS = 4096
 # dtype -> register kind
 REGISTER = {"bool": "bool", "int8": "i32", "uint8": "i32", "int16": "i32", "int32": "i32",
             "int64": "i64", "float16": "f32", "float32": "f32", "float64": "f64"}
+#: dtype -> register kind where float16 values are computed in float16
+REGISTER_FLOAT16 = {**REGISTER, "float16": "f16"}
 # dtype -> (kind, width) of its storage-buffer element type
 STORAGE = {"bool": ("uint", 8), "uint8": ("uint", 8), "int8": ("int", 8),
            "int16": ("int", 16), "int32": ("int", 32), "int64": ("int", 64),
@@ -69,7 +85,9 @@ STORAGE = {"bool": ("uint", 8), "uint8": ("uint", 8), "int8": ("int", 8),
 FEATURE_OF = {"Int64": "shaderInt64", "Float64": "shaderFloat64", "Int16": "shaderInt16",
               "Int8": "shaderInt8", "Float16": "shaderFloat16",
               "StorageBuffer8BitAccess": "storageBuffer8BitAccess",
-              "StorageBuffer16BitAccess": "storageBuffer16BitAccess"}
+              "StorageBuffer16BitAccess": "storageBuffer16BitAccess",
+              "CooperativeMatrixKHR": "cooperativeMatrix",
+              "VulkanMemoryModel": "vulkanMemoryModel"}
 
 _UNARY_GLSL = {"exp": "Exp", "log": "Log", "sqrt": "Sqrt", "abs": "FAbs", "floor": "Floor",
                "ceil": "Ceil", "sin": "Sin", "cos": "Cos", "tan": "Tan", "asin": "Asin",
@@ -107,11 +125,14 @@ class SpirvModule:
     capabilities: list[str]
     features: list[str] = field(default_factory=list)
     shared_bytes: int = 0  # Workgroup-storage memory the module declares
+    #: cooperative-matrix products it multiplies with (``MatrixShape`` text), if any
+    matrix_shapes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Value:
-    """An SSA id and the register kind it lives in ("bool", "i32", "i64", "f32", "f64")."""
+    """An SSA id and the register kind it lives in ("bool", "i32", "i64", "f16", "f32",
+    "f64")."""
 
     id: int
     reg: str
@@ -130,13 +151,19 @@ class _Local:
     variable: int
     reg: str
     pointer: int  # pointer to one element, in the variable's storage class
+    shared: bool = False  # Workgroup storage
 
 
 class DispatchEmitter:
     """Emits one :class:`Dispatch` of ``func`` as a complete SPIR-V module."""
 
-    def __init__(self, func: PrimFunc, dispatch: Dispatch) -> None:
+    def __init__(self, func: PrimFunc, dispatch: Dispatch, float16: bool = False) -> None:
         self.func = func
+        #: dtype -> register kind: REGISTER, or with float16 values in float16
+        self.register = REGISTER_FLOAT16 if float16 else REGISTER
+        self.matrix_shapes: set[str] = set()
+        self.chunk_views: dict[int, int] = {}  # id(Buffer) -> its uvec4 view
+        self.intrinsics = any(isinstance(x, Intrinsic) for x in walk_stmts(dispatch.body))
         self.dispatch = dispatch
         self.m = ModuleBuilder()
         self.ranges = RangeAnalysis()
@@ -151,6 +178,8 @@ class DispatchEmitter:
 
     def emit(self) -> SpirvModule:
         d = self.dispatch
+        if self.intrinsics:  # (before anything that depends on the memory model)
+            matrix.use_cooperative_matrices(self)
         bindings = self._declare_params()
         fid, self.fb = self.m.function()
         bindings += self._load_sizes()
@@ -168,7 +197,7 @@ class DispatchEmitter:
         caps = list(self.m.capabilities)
         return SpirvModule(d.name, d.name, self.m.to_bytes(), grid, local, bindings, caps,
                            sorted({FEATURE_OF[c] for c in caps if c in FEATURE_OF}),
-                           self.shared_bytes)
+                           self.shared_bytes, sorted(self.matrix_shapes))
 
     def _declare_params(self) -> list[Binding]:
         reads, writes = _accesses(self.dispatch.body)
@@ -189,6 +218,23 @@ class DispatchEmitter:
                                           self.m.t_pointer("StorageBuffer", element))
             bindings.append(Binding(index, "read_write" if r and w else "write" if w else "read"))
         return bindings
+
+    def chunk_view(self, buf: Buffer) -> int:
+        """A read-only ``struct { uvec4 data[]; }`` view of parameter ``buf``'s binding,
+        for 16-byte loads (see matrix.py)."""
+        view = self.chunk_views.get(id(buf))
+        if view is not None:
+            return view
+        if id(buf) not in self.params:
+            raise TargetError(f"chunks are loaded only from parameters, not {buf.name}")
+        uvec4 = self.m.t_vector(self.m.t_int(32, False), 4)
+        block = self.m.t_storage_block(uvec4, 16, readonly=True)
+        view = self.m.global_variable(self.m.t_pointer("StorageBuffer", block), "StorageBuffer")
+        self.m.decorate(view, "DescriptorSet", 0)
+        self.m.decorate(view, "Binding", self.func.params.index(buf))
+        self.m.name(view, f"{buf.name}_chunks")
+        self.chunk_views[id(buf)] = view
+        return view
 
     def _load_sizes(self) -> list[Binding]:
         """Load every run-time size the dispatch reads (its body, its workgroup counts)
@@ -308,6 +354,8 @@ class DispatchEmitter:
             self.m.capability("Int64")
         if reg == "f64":
             self.m.capability("Float64")
+        if reg == "f16":
+            self.m.capability("Float16")
         return self.m.t_int(int(reg[1:])) if reg[0] == "i" else self.m.t_float(int(reg[1:]))
 
     def _storage_type(self, dtype: str) -> int:
@@ -344,11 +392,18 @@ class DispatchEmitter:
             self._if(s)
         elif isinstance(s, Allocate):
             self._allocate(s)
+        elif isinstance(s, Intrinsic):
+            if isinstance(s, FragmentMulAdd):
+                self.matrix_shapes.add(f"{s.a.rows}x{s.b.cols}x{s.a.cols} {s.a.dtype}*"
+                                       f"{s.b.dtype}+{s.acc.dtype}")
+            matrix.emit_intrinsic(self, s)
         elif isinstance(s, Barrier):
             u32 = self.m.t_int(32, False)
             scope = self.m.const(u32, SCOPE_WORKGROUP)
-            self.fb.do("ControlBarrier", scope, scope,
-                       self.m.const(u32, SEMANTICS_WORKGROUP_ACQREL))
+            semantics = SEMANTICS_WORKGROUP_ACQREL
+            if self.vulkan_memory_model:
+                semantics |= SEMANTICS_MAKE_AVAILABLE_VISIBLE
+            self.fb.do("ControlBarrier", scope, scope, self.m.const(u32, semantics))
         else:
             raise TargetError(f"the vulkan target cannot emit {type(s).__name__} statements")
 
@@ -431,18 +486,32 @@ class DispatchEmitter:
 
     def _allocate(self, s: Allocate) -> None:
         buf = s.buffer
-        reg = REGISTER[buf.dtype]
-        element = self._type(reg)
+        if isinstance(buf, Fragment):
+            var, pointer = matrix.allocate_fragment(self, buf)
+            self.locals[id(buf)] = _Local(var, "fragment", pointer)
+            self.stmt(s.body)
+            return
+        if buf.dtype == CHUNK_DTYPE:  # 16-byte words: register chunks, shared tiles
+            reg = "chunk" if buf.scope != "shared" else "tile"
+            element = self.m.t_vector(self.m.t_int(32, False), 4)
+        elif buf.dtype == "float16" and buf.scope == "shared" and self.intrinsics:
+            # an operand tile of cooperative matrices in float16 elements (matrix.py)
+            self.m.capability("Float16")
+            reg, element = "half", self.m.t_float(16)
+        else:
+            reg = self.register[buf.dtype]
+            element = self._type(reg)
         array = self.m.t_array(element, max(buf.size, 1))
         if buf.scope == "shared":
             var = self.m.global_variable(self.m.t_pointer("Workgroup", array), "Workgroup")
-            self.shared_bytes += max(buf.size, 1) * (8 if reg.endswith("64") else 4)
+            width = {"tile": 16, "half": 2, "f16": 2}.get(reg, 8 if reg.endswith("64") else 4)
+            self.shared_bytes += max(buf.size, 1) * width
             pointer = self.m.t_pointer("Workgroup", element)
         else:
             var = self.fb.variable(self.m.t_pointer("Function", array))
             pointer = self.m.t_pointer("Function", element)
         self.m.name(var, buf.name)
-        self.locals[id(buf)] = _Local(var, reg, pointer)
+        self.locals[id(buf)] = _Local(var, reg, pointer, buf.scope == "shared")
         self.stmt(s.body)
 
     def _store(self, s: Store) -> None:
@@ -450,13 +519,30 @@ class DispatchEmitter:
         address = self._address(s.buffer, s.index)
         local = self.locals.get(id(s.buffer))
         if local is not None:
-            self.fb.do("Store", address, self._coerce(value, local.reg).id)
+            word = self._coerce(value, local.reg).id
+            self.fb.do("Store", address, word, *self.shared_access(local, load=False))
             return
         self.fb.do("Store", address, self._to_storage(value, s.buffer.dtype))
+
+    @property
+    def vulkan_memory_model(self) -> bool:
+        return "VulkanMemoryModel" in self.m.capabilities
+
+    def shared_access(self, local: _Local | None, load: bool) -> tuple[int, ...]:
+        """Memory operands of a load or store of ``local``: under the Vulkan memory model
+        a shared-memory access is non-private and made visible or available to the
+        workgroup (so the barriers order it between invocations); none otherwise."""
+        if local is None or not local.shared or not self.vulkan_memory_model:
+            return ()
+        scope = self.m.const(self.m.t_int(32, False), SCOPE_WORKGROUP)
+        return (MEMORY_ACCESS_SHARED_LOAD if load else MEMORY_ACCESS_SHARED_STORE, scope)
 
     def _address(self, buf: Buffer, index: Expr) -> int:
         idx = self.expr(index)
         local = self.locals.get(id(buf))
+        if local is not None and local.reg in ("tile", "half", "chunk", "fragment"):
+            raise TargetError(f"{buf.name} holds cooperative-matrix data; only the matrix "
+                              f"statements may read or write it ({self.dispatch.name})")
         if local is not None:
             return self.fb.op("AccessChain", local.pointer, local.variable, idx.id)
         param = self.params.get(id(buf))
@@ -470,12 +556,14 @@ class DispatchEmitter:
     def _from_storage(self, raw: int, dtype: str) -> Value:
         fb = self.fb
         kind, width = STORAGE[dtype]
-        reg = REGISTER[dtype]
+        reg = self.register[dtype]
         if dtype == "bool":
             u32 = self.m.t_int(32, False)
             wide = fb.op("UConvert", u32, raw)
             return Value(fb.op("INotEqual", self.m.t_bool(), wide, self.m.const(u32, 0)), "bool")
         if kind == "float" and width == 16:
+            if reg == "f16":
+                return Value(raw, "f16")
             return Value(fb.op("FConvert", self._type("f32"), raw), "f32")
         if width < 32:
             if kind == "uint":
@@ -493,9 +581,9 @@ class DispatchEmitter:
             word = fb.op("Select", u32, self._as_bool(value).id, self.m.const(u32, 1),
                          self.m.const(u32, 0))
             return fb.op("UConvert", element, word)
-        v = self._coerce(value, REGISTER[dtype])
+        v = self._coerce(value, self.register[dtype])
         if kind == "float" and width == 16:
-            return fb.op("FConvert", element, v.id)
+            return v.id if v.reg == "f16" else fb.op("FConvert", element, v.id)
         if width < 32:
             if kind == "uint":
                 word = fb.op("Bitcast", self.m.t_int(32, False), v.id)
@@ -534,7 +622,9 @@ class DispatchEmitter:
             address = self._address(buf, e.indices[0])
             local = self.locals.get(id(buf))
             if local is not None:
-                return Value(self.fb.op("Load", self._type(local.reg), address), local.reg)
+                raw = self.fb.op("Load", self._type(local.reg), address,
+                                 *self.shared_access(local, load=True))
+                return Value(raw, local.reg)
             raw = self.fb.op("Load", self.params[id(buf)].element, address)
             return self._from_storage(raw, buf.dtype)
         if isinstance(e, Binary):
@@ -552,15 +642,15 @@ class DispatchEmitter:
     def _reg_of(self, e: Expr) -> str:
         if e.dtype == "int64" and self.ranges.fits32(e):
             return "i32"
-        if e.dtype not in REGISTER:
+        if e.dtype not in self.register:
             raise TargetError(f"the vulkan target does not support dtype {e.dtype!r}")
-        return REGISTER[e.dtype]
+        return self.register[e.dtype]
 
     def _unify(self, a: Value, b: Value) -> tuple[Value, Value]:
         if a.reg == b.reg:
             return a, b
-        if {a.reg, b.reg} == {"i32", "i64"} or {a.reg, b.reg} == {"f32", "f64"}:
-            wide = a.reg if a.reg.endswith("64") else b.reg
+        if a.reg[0] == b.reg[0] and a.reg[0] in "if":  # the wider of two widths
+            wide = max(a.reg, b.reg, key=lambda r: int(r[1:]))
             return self._coerce(a, wide), self._coerce(b, wide)
         if a.reg == "bool":
             return self._coerce(a, b.reg), b
@@ -747,11 +837,11 @@ class DispatchEmitter:
                                 self._const(reg, zero).id), reg)
 
     def _cast(self, v: Value, src: str, dst: str) -> Value:
-        if dst not in REGISTER:
+        if dst not in self.register:
             raise TargetError(f"the vulkan target does not support dtype {dst!r}")
         if dst == "bool":
             return self._as_bool(v)
-        reg = REGISTER[dst]
+        reg = self.register[dst]
         if v.reg == "bool":
             return self._from_bool(v, reg)
         fb = self.fb
@@ -802,6 +892,9 @@ def _accesses(s: Stmt) -> tuple[set[int], set[int]]:
     for x in walk_stmts(s):
         if isinstance(x, Store):
             writes.add(id(x.buffer))
+        if isinstance(x, Intrinsic):
+            reads.update(id(b) for b in x.reads)
+            writes.update(id(b) for b in x.writes)
         for e in stmt_exprs(x):
             reads.update(id(y.buffer) for y in walk(e) if isinstance(y, Load))
     return reads, writes
@@ -811,8 +904,9 @@ def _itemsize(dtype: str) -> int:
     return STORAGE[dtype][1] // 8
 
 
-def emit_dispatch(func: PrimFunc, dispatch: Dispatch) -> SpirvModule:
-    return DispatchEmitter(func, dispatch).emit()
+def emit_dispatch(func: PrimFunc, dispatch: Dispatch, float16: bool = False) -> SpirvModule:
+    """The module of ``dispatch``; ``float16``: compute float16 values in float16."""
+    return DispatchEmitter(func, dispatch, float16).emit()
 
 
 __all__ = ["FEATURE_OF", "Binding", "DispatchEmitter", "SpirvModule", "Value", "emit_dispatch"]

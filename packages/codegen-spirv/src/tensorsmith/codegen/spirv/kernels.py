@@ -29,7 +29,9 @@ VULKAN_VERSION = "1.1"
 #: Device extensions a Vulkan 1.1 device needs for a feature (core from Vulkan 1.2 on).
 EXTENSION_OF_FEATURE = {"storageBuffer8BitAccess": "VK_KHR_8bit_storage",
                         "shaderFloat16": "VK_KHR_shader_float16_int8",
-                        "shaderInt8": "VK_KHR_shader_float16_int8"}
+                        "shaderInt8": "VK_KHR_shader_float16_int8",
+                        "vulkanMemoryModel": "VK_KHR_vulkan_memory_model",
+                        "cooperativeMatrix": "VK_KHR_cooperative_matrix"}
 
 
 @dataclass
@@ -52,6 +54,16 @@ class SpirvKernels:
     def features(self) -> list[str]:
         return sorted({f for m in self.modules() for f in m.features})
 
+    def cooperative_matrix(self) -> dict[str, Any] | None:
+        """What the kernels assume of the device's cooperative matrices: the shapes they
+        multiply with and the subgroup size they were built for; None if they use none."""
+        shapes = sorted({s for m in self.modules() for s in m.matrix_shapes})
+        if not shapes:
+            return None
+        from .resources import describe_gpu
+
+        return {"shapes": shapes, "subgroup_size": describe_gpu(self.target).subgroup_size}
+
     def source(self, kind: str = "spirv") -> str:
         if kind not in ("spirv", "spv", "spirv-asm"):
             raise ValueError(f"no {kind!r} source for the vulkan target; use 'spirv' or 'tir'")
@@ -70,11 +82,16 @@ class SpirvKernels:
     def metadata(self) -> dict[str, Any]:
         """The ``vulkan`` key of the artifact's metadata (see docs/spirv-manifest.md)."""
         features = self.features()
+        extra: dict[str, Any] = {}
+        matrices = self.cooperative_matrix()
+        if matrices is not None:
+            extra["cooperative_matrix"] = matrices
         return {
             "version": METADATA_VERSION,
             "spirv_version": SPIRV_VERSION,
             "vulkan_version": VULKAN_VERSION,
             "features": features,
+            **extra,
             "kernels": [
                 {"name": name, "dispatches": [_dispatch_meta(m) for m in mods]}
                 for name, mods in self.kernels.items()
@@ -127,6 +144,7 @@ def _dispatch_meta(m: SpirvModule) -> dict[str, Any]:
         "bindings": [{"binding": b.param, "param": b.param, "access": b.access}
                      for b in m.bindings],
         "features": list(m.features),
+        **({"matrix_shapes": list(m.matrix_shapes)} if m.matrix_shapes else {}),
     }
 
 

@@ -89,19 +89,23 @@ def build_manifest(kernels: SpirvKernels, plan: Plan) -> dict[str, Any]:
         entry["is_output"] = i in outputs
         buffers.append(entry)
     features = kernels.features()
+    requirements: dict[str, Any] = {
+        "vulkan_version": VULKAN_VERSION,
+        "spirv_version": SPIRV_VERSION,
+        "features": features,
+        "device_extensions_vulkan_1_1": sorted({EXTENSION_OF_FEATURE[f] for f in features
+                                                if f in EXTENSION_OF_FEATURE}),
+        "offset_alignment": 64,
+    }
+    matrices = kernels.cooperative_matrix()
+    if matrices is not None:
+        requirements["cooperative_matrix"] = matrices
     return {
         "schema": MANIFEST_SCHEMA,
         "version": MANIFEST_VERSION,
         "producer": plan.producer or {},
         "target": str(kernels.target),
-        "requirements": {
-            "vulkan_version": VULKAN_VERSION,
-            "spirv_version": SPIRV_VERSION,
-            "features": features,
-            "device_extensions_vulkan_1_1": sorted({EXTENSION_OF_FEATURE[f] for f in features
-                                                    if f in EXTENSION_OF_FEATURE}),
-            "offset_alignment": 64,
-        },
+        "requirements": requirements,
         "params": {"file": "params.bin", "nbytes": plan.params_bytes},
         "workspace_bytes": plan.workspace_bytes,
         "buffers": buffers,

@@ -37,17 +37,27 @@ OP = {
     "ShiftLeftLogical": 196, "BitwiseOr": 197, "BitwiseXor": 198, "BitwiseAnd": 199,
     "Not": 200, "ControlBarrier": 224, "Phi": 245, "LoopMerge": 246, "SelectionMerge": 247,
     "Label": 248, "Branch": 249, "BranchConditional": 250, "Return": 253,
+    "CompositeConstruct": 80,
+    # SPV_KHR_cooperative_matrix
+    "TypeCooperativeMatrixKHR": 4456, "CooperativeMatrixLoadKHR": 4457,
+    "CooperativeMatrixStoreKHR": 4458, "CooperativeMatrixMulAddKHR": 4459,
 }
 
 CAPABILITY = {
     "Shader": 1, "Float16": 9, "Float64": 10, "Int64": 11, "Int16": 22, "Int8": 39,
     "StorageBuffer16BitAccess": 4433, "StorageBuffer8BitAccess": 4448,
+    "VulkanMemoryModel": 5345, "CooperativeMatrixKHR": 6022,
 }
-#: SPIR-V 1.3 has 16-bit storage in core; 8-bit storage became core only in 1.5.
-EXTENSION_OF = {"StorageBuffer8BitAccess": "SPV_KHR_8bit_storage"}
+#: SPIR-V 1.3 has 16-bit storage in core; 8-bit storage became core only in 1.5, the
+#: Vulkan memory model in 1.5; cooperative matrices are an extension in every version.
+EXTENSION_OF = {"StorageBuffer8BitAccess": "SPV_KHR_8bit_storage",
+                "VulkanMemoryModel": "SPV_KHR_vulkan_memory_model",
+                "CooperativeMatrixKHR": "SPV_KHR_cooperative_matrix"}
 
 ADDRESSING_LOGICAL = 0
 MEMORY_MODEL_GLSL450 = 1
+#: Required where cooperative matrices are used (SPV_KHR_cooperative_matrix, in a Shader).
+MEMORY_MODEL_VULKAN = 3
 EXECUTION_MODEL_GLCOMPUTE = 5
 EXECUTION_MODE_LOCAL_SIZE = 17
 
@@ -61,8 +71,20 @@ BUILTIN = {"NumWorkgroups": 24, "WorkgroupId": 26, "LocalInvocationId": 27,
            "GlobalInvocationId": 28}
 
 SCOPE_WORKGROUP = 2
+SCOPE_SUBGROUP = 3
+#: Cooperative matrix uses (OpTypeCooperativeMatrixKHR's Use operand) and layouts.
+MATRIX_USE = {"a": 0, "b": 1, "accumulator": 2}
+MATRIX_LAYOUT_ROW_MAJOR = 0
 #: AcquireRelease | WorkgroupMemory: what a GLSL barrier() means for shared memory.
 SEMANTICS_WORKGROUP_ACQREL = 0x8 | 0x100
+#: MakeAvailable | MakeVisible: added under the Vulkan memory model, where a barrier makes
+#: shared writes available and visible only when its semantics say so.
+SEMANTICS_MAKE_AVAILABLE_VISIBLE = 0x2000 | 0x4000
+#: Memory operands of shared-memory accesses under the Vulkan memory model: non-private
+#: (ordered by the barriers between invocations), made available (stores) or visible
+#: (loads) to the workgroup; each is followed by the Workgroup scope id.
+MEMORY_ACCESS_SHARED_STORE = 0x8 | 0x20  # MakePointerAvailable | NonPrivatePointer
+MEMORY_ACCESS_SHARED_LOAD = 0x10 | 0x20  # MakePointerVisible | NonPrivatePointer
 
 LOOP_CONTROL = {"None": 0, "Unroll": 1, "DontUnroll": 2}
 SELECTION_CONTROL_NONE = 0

@@ -15,7 +15,8 @@ ScheduleFn = Callable[..., Schedule]
 
 
 def default_schedule(target: str | Target) -> ScheduleFn:
-    """The default rules of ``target``'s family, sized by the CPU it compiles for: the
+    """The default rules of ``target``'s family, sized by the CPU or GPU it compiles for
+    (the GPU's cooperative matrices, if its target string names them): the
     one place that decides which rules ``build`` and the auto-tuner use."""
     tgt = Target.parse(target)
     if tgt.family == "cpu":
@@ -30,9 +31,13 @@ def default_schedule(target: str | Target) -> ScheduleFn:
 
         return cpu
 
+    from ..codegen import gpu_resources
+
+    facts = gpu_resources(tgt)
+
     def gpu(outputs: list[Tensor], constants: frozenset[str] = frozenset(),
             choose: Choose = default_choice, start: Schedule | None = None) -> Schedule:
-        return schedule_gpu(outputs, choose=choose, start=start)
+        return schedule_gpu(outputs, choose=choose, start=start, resources=facts)
 
     return gpu
 

@@ -7,7 +7,8 @@ workgroup, the workgroup size). Loops inside run serially in each invocation, wi
 shared-memory tiles filled between workgroup barriers. The dispatches of a kernel run in
 order with a memory barrier between them.
 
-Matrix products get the tiled schedule of ``gpu_gemm.py`` and ungrouped convolutions
+Matrix products get the tiled schedule of ``gpu_gemm.py`` (float16 ones on a GPU with
+cooperative matrices the kernel of ``gpu_coop.py``) and ungrouped convolutions
 that of ``gpu_conv.py``, with the elementwise ops after them (bias, activation,
 residual add) applied as the tile is written back. A reduction of 32 or more
 inputs per output runs one output per workgroup, its invocations combining partial
@@ -29,11 +30,13 @@ from __future__ import annotations
 
 import math
 
+from ..target import BASELINE_GPU, GpuResources
 from ..te.schedule import Schedule, Stage
 from .epilogue import fuse_epilogue_chain, stage_readers
 from .gpu_conv import ask_tiles as ask_conv_tiles
 from .gpu_conv import choose_tiles as choose_conv_tiles
 from .gpu_conv import is_conv, schedule_conv
+from .gpu_coop import schedule_coop
 from .gpu_gemm import ask_tiles as ask_gemm_tiles
 from .gpu_gemm import is_gemm, schedule_gemm, up_to
 from .knobs import Choose
@@ -54,11 +57,12 @@ def reduction_length(st: Stage) -> int:
 class GpuRules:
     """The rules applied to one schedule."""
 
-    def __init__(self, s: Schedule, choose: Choose, workgroup_size: int = WORKGROUP_SIZE
-                 ) -> None:
+    def __init__(self, s: Schedule, choose: Choose, workgroup_size: int = WORKGROUP_SIZE,
+                 resources: GpuResources = BASELINE_GPU) -> None:
         self.s = s
         self.choose = choose
         self.workgroup_size = workgroup_size
+        self.resources = resources
         self.out_ids = {t.uid for t in s.outputs}
 
     def inline(self, st: Stage) -> None:
@@ -85,7 +89,8 @@ class GpuRules:
         a workgroup when long (:meth:`workgroup_reduction`), else spread one output per
         invocation."""
         if is_gemm(st):
-            schedule_gemm(self.s, st, ask_gemm_tiles(st, self.choose))
+            if not schedule_coop(self.s, st, self.choose, self.resources):
+                schedule_gemm(self.s, st, ask_gemm_tiles(st, self.choose))
             self.epilogue(st)
             return
         threads = 0

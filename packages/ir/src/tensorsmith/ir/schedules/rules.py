@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..target import BASELINE_CPU, CpuResources
+from ..target import BASELINE_CPU, BASELINE_GPU, CpuResources, GpuResources
 from ..te.schedule import Schedule, Stage
 from ..te.tensor import Tensor
 from .cpu import CpuRules
@@ -103,11 +103,13 @@ def schedule_cpu(outputs: list[Tensor], resources: CpuResources = BASELINE_CPU,
 
 
 def schedule_gpu(outputs: list[Tensor], workgroup_size: int = WORKGROUP_SIZE,
-                 choose: Choose = default_choice, start: Schedule | None = None) -> Schedule:
-    """The default GPU schedule of a fused kernel (gpu.py); a kernel with run-time sizes
-    gets the same rules sized on a stand-in (gpu_dynamic.py)."""
+                 choose: Choose = default_choice, start: Schedule | None = None,
+                 resources: GpuResources = BASELINE_GPU) -> Schedule:
+    """The default GPU schedule of a fused kernel (gpu.py) for a GPU of ``resources``; a
+    kernel with run-time sizes gets the same rules sized on a stand-in
+    (gpu_dynamic.py)."""
     s = start if start is not None else Schedule(outputs)
-    rules = GpuRules(s, choose, workgroup_size)
+    rules = GpuRules(s, choose, workgroup_size, resources)
     if has_symbols(s):
         return schedule_gpu_dynamic(rules, apply_rules)
     return apply_rules("gpu", rules)

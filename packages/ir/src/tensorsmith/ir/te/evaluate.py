@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from . import matrix
 from .expr import Binary, Call, Cast, Const, Expr, Load, Select, SymVar, Var
-from .stmt import Allocate, Barrier, For, IfThenElse, PrimFunc, Seq, Stmt, Store
+from .stmt import Allocate, Barrier, For, IfThenElse, Intrinsic, PrimFunc, Seq, Stmt, Store
 from .visit import walk_stmts
 
 #: Python semantics of each binary op (floor division and modulo, as the IR defines them).
@@ -87,6 +88,8 @@ class _Interp:
             yield from self.steps(s.body)
         elif isinstance(s, Barrier):
             yield
+        elif isinstance(s, Intrinsic):
+            matrix.evaluate(s, self.mem, self.expr)
         else:
             raise TypeError(type(s).__name__)
 
@@ -94,10 +97,10 @@ class _Interp:
         buf = s.buffer
         if buf.scope == "shared" and self.shared is not None:
             if id(buf) not in self.shared:  # one copy per workgroup, made by its first user
-                self.shared[id(buf)] = np.zeros(buf.size, buf.dtype)
+                self.shared[id(buf)] = _zeros(buf)
             self.mem[id(buf)] = self.shared[id(buf)]
         else:
-            self.mem[id(buf)] = np.zeros(buf.size, buf.dtype)
+            self.mem[id(buf)] = _zeros(buf)
 
     def _workgroup(self, s: For) -> None:
         """Run the invocations of one workgroup in lockstep from barrier to barrier."""
@@ -137,6 +140,11 @@ class _Interp:
         if isinstance(e, Select):
             return self.expr(e.a) if self.expr(e.cond) else self.expr(e.b)
         raise TypeError(type(e).__name__)
+
+
+def _zeros(buf: Any) -> np.ndarray:
+    special = matrix.zeros(buf)
+    return special if special is not None else np.zeros(buf.size, buf.dtype)
 
 
 def _has_barrier(s: Stmt) -> bool:

@@ -167,6 +167,10 @@ class _Lowerer:
     def _stage(self, st: Stage) -> Stmt:
         op = st.tensor.op
         assert op is not None
+        if st.tensorized is not None:  # statements of an intrinsic, not a loop nest
+            from .matrix_lower import lower_matrix_product
+
+            return lower_matrix_product(self, st)
         values, guards = _root_values(st)
         self.bounds = {id(lf.var): (0, lf.extent - 1) for lf in _all_leaves(st)
                        if isinstance(lf.extent, int)}

@@ -26,6 +26,8 @@ def print_stmt(s: Stmt, depth: int = 0) -> str:
         return out
     if isinstance(s, Allocate):
         b = s.buffer
+        if b.scope == "fragment":
+            return f"{pad}alloc {b!r}\n{print_stmt(s.body, depth)}"
         return f"{pad}alloc {b.name}: {b.dtype}[{b.size}] {b.scope}\n{print_stmt(s.body, depth)}"
     if isinstance(s, Barrier):
         return f"{pad}barrier\n"

@@ -110,6 +110,8 @@ class Stage:
     # (consumer, loop): this stage's outermost loop runs as that loop of the consumer
     attached: tuple[str, str] | None = None
     cache_reads: list[CacheRead] = field(default_factory=list)
+    # (intrinsic, its parameters): the stage is lowered to that intrinsic's statements
+    tensorized: tuple[str, dict[str, Any]] | None = None
 
     @property
     def name(self) -> str:
@@ -261,6 +263,14 @@ class Schedule:
         the row's inputs are still in cache (a softmax reads its row three times)."""
         self.apply(Step("compute_at", _name(stage), (_name(consumer), leaf)))
 
+    def tensorize(self, stage: Tensor | str, intrinsic: str, params: dict[str, Any]) -> None:
+        """Lower ``stage`` with the statements of ``intrinsic`` (a name of
+        te/matrix_lower.INTRINSICS, e.g. ``"matrix_product"``) sized by ``params``
+        instead of as a loop nest of its leaves: for products that hardware computes in
+        whole blocks (cooperative matrices). Its other steps are then ignored, except a
+        fused epilogue, which the intrinsic applies as it writes the result."""
+        self.apply(Step("tensorize", _name(stage), (intrinsic, dict(params))))
+
     def tile(self, stage: Tensor | str, x: str, y: str, fx: int, fy: int) -> tuple[str, ...]:
         xo, xi = self.split(stage, x, fx)
         yo, yi = self.split(stage, y, fy)
@@ -334,9 +344,9 @@ class Schedule:
 
         cons = self[consumer]
         op = cons.tensor.op
-        if st.cache_at is None or op is None or op.reduce_axes:
-            raise ValueError("fuse_epilogue needs a cache_write reduction and an "
-                             "elementwise consumer")
+        if (st.cache_at is None and st.tensorized is None) or op is None or op.reduce_axes:
+            raise ValueError("fuse_epilogue needs a cache_write (or tensorized) reduction "
+                             "and an elementwise consumer")
         for load in collect_loads(op.body):
             # A size-1 axis has one index (a broadcast reads it as the constant 0).
             if load.buffer is st.tensor and (len(load.indices) != len(op.axes) or any(
@@ -360,6 +370,12 @@ class Schedule:
         if self.stages.index(st) > self.stages.index(cons):
             raise ValueError(f"compute_at: {st.name} does not come before {consumer}")
         st.attached = (consumer, leaf)
+
+    def _tensorize(self, st: Stage, intrinsic: str, params: dict[str, Any]) -> None:
+        from .matrix_lower import check_tensorize
+
+        check_tensorize(st, intrinsic, params)
+        st.tensorized = (intrinsic, dict(params))
 
     def _compute_inline(self, st: Stage) -> None:
         if st.tensor.op is not None and st.tensor.op.reduce_axes:

@@ -7,7 +7,7 @@ row-major; a ``Load`` of a :class:`Buffer` carries one flat index.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,6 +87,27 @@ class Allocate(Stmt):
 @dataclass(eq=False)
 class Barrier(Stmt):
     """Workgroup barrier on GPU targets; a no-op on the CPU."""
+
+
+class Intrinsic(Stmt):
+    """A statement only some codegens implement (te/matrix.py): generic passes see it
+    through the buffers it reads and writes and the expressions it evaluates, and
+    rebuild it with :meth:`map`; a codegen that does not know it refuses it."""
+
+    @property
+    def reads(self) -> tuple[Buffer, ...]:
+        return ()
+
+    @property
+    def writes(self) -> tuple[Buffer, ...]:
+        return ()
+
+    def exprs(self) -> tuple[Expr, ...]:
+        return ()
+
+    def map(self, fn: Callable[[Expr], Expr]) -> Intrinsic:
+        """This statement with ``fn`` applied to each of its expressions."""
+        raise NotImplementedError
 
 
 @dataclass(eq=False)

@@ -80,7 +80,7 @@ def map_stmt_exprs(s: Any, fn: Callable[[Expr], Expr],
     """A statement tree with ``fn`` applied to each of its expressions (store indices
     and values, conditions); ``store_index(buffer, index)``, if given, first rewrites a
     store's index by the buffer it writes."""
-    from .stmt import Allocate, For, IfThenElse, Seq, Store
+    from .stmt import Allocate, For, IfThenElse, Intrinsic, Seq, Store
 
     def again(x: Any) -> Any:
         return map_stmt_exprs(x, fn, store_index)
@@ -98,6 +98,8 @@ def map_stmt_exprs(s: Any, fn: Callable[[Expr], Expr],
     if isinstance(s, IfThenElse):
         return IfThenElse(fn(s.cond), again(s.then),
                           None if s.otherwise is None else again(s.otherwise))
+    if isinstance(s, Intrinsic):
+        return s.map(fn)
     return s
 
 
@@ -137,10 +139,12 @@ def walk_stmts(s: object) -> Iterator[object]:
 def stmt_exprs(s: object) -> tuple[Expr, ...]:
     """The expressions a statement itself evaluates (not those of nested statements):
     a loop's, its extent where that is known only at run time."""
-    from .stmt import For, IfThenElse, Store
+    from .stmt import For, IfThenElse, Intrinsic, Store
 
     if isinstance(s, Store):
         return (s.index, s.value)
+    if isinstance(s, Intrinsic):
+        return s.exprs()
     if isinstance(s, IfThenElse):
         return (s.cond,)
     if isinstance(s, For) and isinstance(s.extent, Expr):

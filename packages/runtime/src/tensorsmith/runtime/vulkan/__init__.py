@@ -9,7 +9,8 @@ Modules, one job each: loader (import the package), instance (devices, their ord
 context (one logical device per physical device), memory (buffers and mapping), layout
 (where each plan buffer lives), plan (the artifact's dispatch table, checked), pipelines
 (pipelines, descriptor sets), commands (recording and submitting), timestamps
-(profiling), model (the executor).
+(profiling), model (the executor), probe (what a device offers the compiler:
+``python -m tensorsmith.runtime.vulkan``).
 """
 
 from __future__ import annotations

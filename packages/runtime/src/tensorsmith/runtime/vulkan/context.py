@@ -17,11 +17,9 @@ from typing import Any
 from tensorsmith.runtime.errors import DeviceError
 
 from .instance import (
-    CORE_FEATURES,
+    ALL_FEATURES,
+    EXTENSION_ALWAYS,
     EXTENSION_OF,
-    FLOAT16_INT8,
-    STORAGE_8BIT,
-    STORAGE_16BIT,
     PhysicalDevice,
     feature_chain,
     instance,
@@ -76,10 +74,10 @@ def _create(index: int) -> DeviceContext:
     v = vk()
     instance()
     physical = select(index)
-    wanted = (*CORE_FEATURES, *STORAGE_8BIT, *STORAGE_16BIT, *FLOAT16_INT8)
-    enable = {name: physical.features.get(name, False) for name in wanted}
+    enable = {name: physical.features.get(name, False) for name in ALL_FEATURES}
+    old = physical.api_version[:2] < (1, 2)
     extensions = sorted({EXTENSION_OF[n] for n, on in enable.items()
-                         if on and n in EXTENSION_OF and physical.api_version[:2] < (1, 2)
+                         if on and n in EXTENSION_OF and (old or n in EXTENSION_ALWAYS)
                          and EXTENSION_OF[n] in physical.extensions})
     chain = feature_chain(v, physical.api_version, physical.extensions, enable)
     family = physical.compute_family

@@ -17,7 +17,7 @@ from tensorsmith.runtime.errors import DeviceError
 
 from .loader import INSTALL_DRIVER, import_vulkan
 
-__all__ = ["PhysicalDevice", "list_devices", "physical_devices", "vk"]
+__all__ = ["MatrixProperty", "PhysicalDevice", "list_devices", "physical_devices", "vk"]
 
 _TYPE_NAMES = {0: "other", 1: "integrated GPU", 2: "discrete GPU", 3: "virtual GPU", 4: "CPU"}
 _PREFERENCE = {2: 0, 1: 1, 3: 2, 4: 3, 0: 4}
@@ -31,10 +31,52 @@ CORE_FEATURES = ("shaderInt64", "shaderFloat64", "shaderInt16")
 STORAGE_8BIT = ("storageBuffer8BitAccess",)
 STORAGE_16BIT = ("storageBuffer16BitAccess",)
 FLOAT16_INT8 = ("shaderFloat16", "shaderInt8")
+MEMORY_MODEL = ("vulkanMemoryModel",)
+COOPERATIVE_MATRIX = ("cooperativeMatrix",)
+#: Every feature above, in one tuple: what is queried and what a context enables.
+ALL_FEATURES = (*CORE_FEATURES, *STORAGE_8BIT, *STORAGE_16BIT, *FLOAT16_INT8, *MEMORY_MODEL,
+                *COOPERATIVE_MATRIX)
 #: Device extensions that provide the features above on Vulkan 1.1 devices.
 EXTENSION_OF = {"storageBuffer8BitAccess": "VK_KHR_8bit_storage",
                 "shaderFloat16": "VK_KHR_shader_float16_int8",
-                "shaderInt8": "VK_KHR_shader_float16_int8"}
+                "shaderInt8": "VK_KHR_shader_float16_int8",
+                "vulkanMemoryModel": "VK_KHR_vulkan_memory_model",
+                "cooperativeMatrix": "VK_KHR_cooperative_matrix"}
+#: Features whose extension is needed on every version (not core in Vulkan 1.2).
+EXTENSION_ALWAYS = frozenset({"cooperativeMatrix"})
+#: VkComponentTypeKHR -> dtype, and the scope a cooperative matrix of tensorsmith uses.
+COMPONENT_TYPES = {0: "float16", 1: "float32", 2: "float64", 3: "int8", 4: "int16",
+                   5: "int32", 6: "int64", 7: "uint8", 8: "uint16", 9: "uint32", 10: "uint64"}
+SCOPE_NAMES = {1: "device", 2: "workgroup", 3: "subgroup", 5: "queue family"}
+
+
+@dataclass(frozen=True)
+class MatrixProperty:
+    """One entry of vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR."""
+
+    m: int
+    n: int
+    k: int
+    a: str
+    b: str
+    c: str
+    result: str
+    saturating: bool
+    scope: str
+
+    @property
+    def shape(self) -> str | None:
+        """The text the compiler writes for a product of this shape (tensorsmith.ir
+        MatrixShape: ``16x16x16 float16*float16+float32``), for the subgroup-scope,
+        non-saturating entries whose result is the accumulator's type; else None."""
+        if self.scope != "subgroup" or self.saturating or self.result != self.c:
+            return None
+        return f"{self.m}x{self.n}x{self.k} {self.a}*{self.b}+{self.c}"
+
+    def __str__(self) -> str:
+        sat = ", saturating" if self.saturating else ""
+        return (f"{self.m}x{self.n}x{self.k} {self.a} x {self.b} + {self.c} -> {self.result} "
+                f"({self.scope}{sat})")
 
 
 @dataclass
@@ -52,6 +94,12 @@ class PhysicalDevice:
     compute_family: int | None  # a queue family with compute, or None
     timestamp_bits: int  # valid bits of that family's timestamps (0: none)
     memory_types: list[tuple[int, int]] = field(default_factory=list)  # (flags, heap)
+    subgroup_size: int = 0  # 0: not reported
+    cooperative_matrix: list[MatrixProperty] = field(default_factory=list)
+
+    def matrix_shapes(self) -> set[str]:
+        """The cooperative-matrix products kernels of tensorsmith may use here."""
+        return {s for p in self.cooperative_matrix if (s := p.shape) is not None}
 
     def describe(self, index: int) -> str:
         major, minor, _ = self.api_version
@@ -86,7 +134,7 @@ class _Instance:
             handles = list(vk.vkEnumeratePhysicalDevices(self.handle))
         except (vk.VkError, vk.VkException):
             handles = []
-        devices = [_describe(vk, h, order) for order, h in enumerate(handles)]
+        devices = [_describe(vk, self.handle, h, order) for order, h in enumerate(handles)]
         devices.sort(key=lambda d: d.preference)
         self.devices = devices
 
@@ -154,7 +202,7 @@ def _headless_nvidia_hint() -> str:
     return ""
 
 
-def _describe(vk: Any, handle: Any, order: int) -> PhysicalDevice:
+def _describe(vk: Any, instance_handle: Any, handle: Any, order: int) -> PhysicalDevice:
     props = vk.vkGetPhysicalDeviceProperties(handle)
     version = props.apiVersion
     api = (version >> 22, (version >> 12) & 0x3FF, version & 0xFFF)
@@ -176,11 +224,45 @@ def _describe(vk: Any, handle: Any, order: int) -> PhysicalDevice:
     types = [(memory.memoryTypes[i].propertyFlags, memory.memoryTypes[i].heapIndex)
              for i in range(memory.memoryTypeCount)]
     type_code = int(props.deviceType)
+    features = _features(vk, handle, api, extensions)
+    matrices = _matrix_properties(vk, instance_handle, handle) \
+        if features.get("cooperativeMatrix") else []
     return PhysicalDevice(
         handle=handle, name=str(props.deviceName), type_name=_TYPE_NAMES.get(type_code, "other"),
         api_version=api, preference=_PREFERENCE.get(type_code, 4) * 1000 + order,
-        limits=lims, features=_features(vk, handle, api, extensions), extensions=extensions,
-        compute_family=compute, timestamp_bits=bits, memory_types=types)
+        limits=lims, features=features, extensions=extensions,
+        compute_family=compute, timestamp_bits=bits, memory_types=types,
+        subgroup_size=_subgroup_size(vk, handle, api), cooperative_matrix=matrices)
+
+
+def _subgroup_size(vk: Any, handle: Any, api: tuple[int, int, int]) -> int:
+    if api[:2] < (1, 1):
+        return 0
+    sub = vk.VkPhysicalDeviceSubgroupProperties(
+        sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES)
+    props = vk.VkPhysicalDeviceProperties2(
+        sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, pNext=sub)
+    vk.vkGetPhysicalDeviceProperties2(handle, props)
+    return int(sub.subgroupSize)
+
+
+def _matrix_properties(vk: Any, instance_handle: Any, handle: Any) -> list[MatrixProperty]:
+    """The device's cooperative-matrix products (VK_KHR_cooperative_matrix); none where
+    the query is not available."""
+    try:
+        query = vk.vkGetInstanceProcAddr(instance_handle,
+                                         "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR")
+        entries = query(handle)
+    except (vk.VkError, vk.VkException, AttributeError, TypeError):
+        return []
+    out = []
+    for p in entries:
+        a, b, c, result = (COMPONENT_TYPES.get(int(t), f"type{int(t)}")
+                           for t in (p.AType, p.BType, p.CType, p.ResultType))
+        out.append(MatrixProperty(int(p.MSize), int(p.NSize), int(p.KSize), a, b, c, result,
+                                  bool(p.saturatingAccumulation),
+                                  SCOPE_NAMES.get(int(p.scope), f"scope{int(p.scope)}")))
+    return out
 
 
 def _features(vk: Any, handle: Any, api: tuple[int, int, int], extensions: set[str]
@@ -194,7 +276,7 @@ def _features(vk: Any, handle: Any, api: tuple[int, int, int], extensions: set[s
     found: dict[str, bool] = {}
     for struct in chain[:-1]:  # the last is the input copy of the core features
         source = struct.features if hasattr(struct, "features") else struct
-        for name in (*CORE_FEATURES, *STORAGE_8BIT, *STORAGE_16BIT, *FLOAT16_INT8):
+        for name in ALL_FEATURES:
             if hasattr(source, name):
                 found[name] = bool(getattr(source, name))
     return found
@@ -208,8 +290,7 @@ def feature_chain(vk: Any, api: tuple[int, int, int], extensions: set[str],
     are included only where the device's version or extensions define them. The caller
     keeps the list alive while the chain is in use (cffi frees what nothing references).
     """
-    on = {name: vk.VK_TRUE if enable.get(name) else vk.VK_FALSE
-          for name in (*CORE_FEATURES, *STORAGE_8BIT, *STORAGE_16BIT, *FLOAT16_INT8)}
+    on = {name: vk.VK_TRUE if enable.get(name) else vk.VK_FALSE for name in ALL_FEATURES}
     tail: list[Any] = []
     v12 = api[:2] >= (1, 2)
     if v12 or "VK_KHR_8bit_storage" in extensions:
@@ -221,6 +302,16 @@ def feature_chain(vk: Any, api: tuple[int, int, int], extensions: set[str],
             sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES,
             pNext=tail[-1] if tail else vk.ffi.NULL,
             shaderFloat16=on["shaderFloat16"], shaderInt8=on["shaderInt8"]))
+    if v12 or "VK_KHR_vulkan_memory_model" in extensions:
+        tail.append(vk.VkPhysicalDeviceVulkanMemoryModelFeatures(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES,
+            pNext=tail[-1] if tail else vk.ffi.NULL,
+            vulkanMemoryModel=on["vulkanMemoryModel"]))
+    if "VK_KHR_cooperative_matrix" in extensions:
+        tail.append(vk.VkPhysicalDeviceCooperativeMatrixFeaturesKHR(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+            pNext=tail[-1] if tail else vk.ffi.NULL,
+            cooperativeMatrix=on["cooperativeMatrix"]))
     tail.append(vk.VkPhysicalDevice16BitStorageFeatures(
         sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
         pNext=tail[-1] if tail else vk.ffi.NULL,

@@ -204,12 +204,41 @@ class VulkanModel:
     # ---- loading ----------------------------------------------------------------------
 
     def _check_features(self) -> None:
+        self._check_matrices()
         missing = [f for f in self.plan.features if f not in self.ctx.enabled]
         if missing:
             raise DeviceError(
                 f"artifact '{self.path}' needs the Vulkan feature{'s' if len(missing) > 1 else ''}"
                 f" {', '.join(missing)}, which device {self.ctx.name} does not have; run it "
                 "on another device (see tensorsmith.runtime.vulkan.list_devices())")
+
+    def _check_matrices(self) -> None:
+        """An artifact built for cooperative matrices (``vulkan -cooperative-matrix=``)
+        loads only where the device multiplies those shapes with subgroups of the size
+        the kernels were built for."""
+        needs = self.plan.cooperative_matrix
+        if needs is None:
+            return
+        physical = self.ctx.physical
+        rebuild = ("; build it for plain 'vulkan' to run here (`tensorsmith devices` lists "
+                   "what each device offers)")
+        if not physical.features.get("cooperativeMatrix"):
+            raise DeviceError(
+                f"artifact '{self.path}' was built for cooperative matrices (its kernels "
+                f"multiply {', '.join(needs['shapes'])}), and device {self.ctx.name} has no "
+                f"VK_KHR_cooperative_matrix{rebuild}")
+        missing = [s for s in needs["shapes"] if s not in physical.matrix_shapes()]
+        if missing:
+            have = ", ".join(sorted(physical.matrix_shapes())) or "none at subgroup scope"
+            raise DeviceError(
+                f"artifact '{self.path}' multiplies cooperative matrices of {', '.join(missing)}"
+                f", which device {self.ctx.name} does not offer (it offers {have}){rebuild}")
+        if physical.subgroup_size and physical.subgroup_size != needs["subgroup_size"]:
+            raise DeviceError(
+                f"artifact '{self.path}' was built for subgroups of {needs['subgroup_size']} "
+                f"invocations and device {self.ctx.name} has subgroups of "
+                f"{physical.subgroup_size}; build it with -subgroup-size="
+                f"{physical.subgroup_size}")
 
     def _check_ranges(self, most: int) -> None:
         for i, p in enumerate(self.layout.placements):

@@ -69,6 +69,9 @@ class VulkanPlan:
     workspace_bytes: int
     params_bytes: int
     checks: tuple[Check, ...]
+    #: what the kernels assume of cooperative matrices: ``{"shapes": ["16x16x16
+    #: float16*float16+float32"], "subgroup_size": 32}``, or None when they use none
+    cooperative_matrix: dict[str, Any] | None = None
 
 
 def parse(artifact: Artifact) -> VulkanPlan:
@@ -116,8 +119,14 @@ def parse(artifact: Artifact) -> VulkanPlan:
     features = info.get("features", [])
     if not isinstance(features, list):
         raise bad(f"vulkan features {features!r}")
+    matrices = info.get("cooperative_matrix")
+    if matrices is not None and not (isinstance(matrices, dict)
+                                     and isinstance(matrices.get("shapes"), list)
+                                     and isinstance(matrices.get("subgroup_size"), int)):
+        raise bad(f"vulkan cooperative_matrix {matrices!r}")
     parsed = VulkanPlan(buffers, steps, inputs, outputs, [str(f) for f in features],
-                        plan.workspace_bytes, plan.params_bytes, run_checks(artifact.path, plan))
+                        plan.workspace_bytes, plan.params_bytes, run_checks(artifact.path, plan),
+                        matrices)
     check(artifact, parsed)
     return parsed
 

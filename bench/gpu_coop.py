@@ -1,0 +1,200 @@
+"""float16 4096^3 matmuls on cooperative matrices: the ``matmul_f16`` part of
+bench/gpu_vulkan.py (``build`` here, ``run`` on the GPU host), next to torch.matmul in
+float16 on CUDA.
+
+``build`` writes, for the same product (and ``matmul_f16.meta``, JSON, naming them):
+``matmul4096_f16_coop.tsm`` (the default cooperative-matrix kernel for
+:data:`COOP_TARGET`), one artifact per entry of
+:data:`VARIANTS` (other tile choices, each applied as a tuning record, the way tuned
+schedules reach ``build``), and ``matmul4096_f16_plain.tsm`` (plain ``vulkan``: the
+tiled kernel with float16 storage and float32 arithmetic, what a device without
+cooperative matrices runs). ``run`` prints the device's cooperative-matrix properties,
+then per artifact: whether it loaded (a refusal names what the device lacks), its
+kernel time from GPU timestamps (each dispatch), TFLOP/s, the ratio to torch.matmul
+float16, and its error against NumPy (float32 sums of the same float16 inputs):
+``max|err| / max|ref|``, within :data:`TOLERANCE` for float16 inputs with float32
+accumulation and a float16 result (half a float16 ulp is 2.4e-4 of the largest
+element); when over, where the first wrong elements are, which tells a layout mistake
+(a transposed fragment, a wrong stride) from a rounding one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+N = 4096
+COOP_TARGET = "vulkan -cooperative-matrix=16x16x16 -subgroup-size=32 -shared-memory=49152"
+#: Tile variants (knob -> value) built next to the default. ``halves``: the default
+#: blocks with shared tiles of float16 elements instead of 16-byte words (stored a float16
+#: at a time; fragments loaded through a float16 pointer): if the default is wrong on a
+#: device and this one right, the driver mishandles loads through a uvec4 pointer.
+VARIANTS: dict[str, dict[str, int]] = {
+    "halves": {"tile_lanes": 1},
+    "w2x4_f4x2_k32": {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 2, "kt": 32},
+    "w2x4_f4x4_k16": {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 4, "kt": 16},
+    "w2x2_f4x4_k16": {"warps_m": 2, "warps_n": 2, "frags_m": 4, "frags_n": 4, "kt": 16},
+    "w2x2_f4x4_k32": {"warps_m": 2, "warps_n": 2, "frags_m": 4, "frags_n": 4, "kt": 32},
+    "w4x1_f4x4_k16": {"warps_m": 4, "warps_n": 1, "frags_m": 4, "frags_n": 4, "kt": 16},
+    "w4x2_f2x4_k16": {"warps_m": 4, "warps_n": 2, "frags_m": 2, "frags_n": 4, "kt": 16},
+}
+TOLERANCE = 2e-3
+
+
+def _graph(n: int) -> Any:
+    from tensorsmith.ir import GraphBuilder
+
+    b = GraphBuilder()
+    x = b.input("a", (n, n), "float16")
+    y = b.input("b", (n, n), "float16")
+    return b.finish([b.add1("matmul", [x, y], name="mm")])
+
+
+def _record(graph: Any, answers: dict[str, int]) -> dict[str, Any]:
+    """A tuning record of the default rules' schedule with ``answers`` to their knobs."""
+    from tensorsmith.ir.build import fused_groups
+    from tensorsmith.ir.codegen import gpu_resources
+    from tensorsmith.ir.lowering import group_compute, workload_key
+    from tensorsmith.ir.schedules import schedule_gpu
+    from tensorsmith.ir.target import Target
+
+    _, groups, _ = fused_groups(graph)
+    (group,) = groups
+    _, outputs = group_compute(group)
+    s = schedule_gpu(outputs, resources=gpu_resources(Target.parse(COOP_TARGET)),
+                     choose=lambda st, knob, default, choices=(): answers.get(knob, default))
+    return {"workload": workload_key(group), "target": COOP_TARGET,
+            "steps": [step.to_json() for step in s.steps], "costs": [1.0], "error": None}
+
+
+def build(outdir: Path, n: int = N) -> list[str]:
+    from tensorsmith.ir import build as compile_graph
+    from tensorsmith.ir.schedules.knobs import KnobConflict
+
+    graph = _graph(n)
+    written = []
+
+    def export(lib: Any, name: str) -> None:
+        lib.export_library(outdir / name)
+        written.append(name)
+
+    export(compile_graph(graph, target=COOP_TARGET), f"matmul{n}_f16_coop.tsm")
+    for name, answers in VARIANTS.items():
+        records = outdir / f"matmul{n}_f16_coop_{name}.records.jsonl"
+        try:
+            records.write_text(json.dumps(_record(graph, answers)) + "\n")
+        except KnobConflict as e:  # a variant over this device's limits is left out
+            print(f"variant {name} left out: {e}")
+            continue
+        export(compile_graph(graph, target=COOP_TARGET, records=records),
+               f"matmul{n}_f16_coop_{name}.tsm")
+        records.unlink()
+    export(compile_graph(graph, target="vulkan"), f"matmul{n}_f16_plain.tsm")
+    (outdir / "matmul_f16.meta").write_text(json.dumps(
+        {"n": n, "target": COOP_TARGET, "variants": VARIANTS}))
+    return written
+
+
+def device_report(device: str) -> str:
+    """The devices' facts (cooperative matrices, subgroup size, shared memory)."""
+    from tensorsmith.runtime.vulkan.probe import report
+
+    try:
+        return report()
+    except Exception as e:  # noqa: BLE001 - reported, the run goes on
+        return f"device probe failed: {type(e).__name__}: {e}"
+
+
+def _where_wrong(got: np.ndarray, want: np.ndarray, scale: float) -> str:
+    bad = np.argwhere(np.abs(got - want) > TOLERANCE * scale)
+    if not len(bad):
+        return ""
+    rows, cols = bad[:, 0], bad[:, 1]
+    first = [(int(r), int(c), float(got[r, c]), float(want[r, c])) for r, c in bad[:4]]
+    return (f"{len(bad)} wrong elements, rows {rows.min()}..{rows.max()}, cols "
+            f"{cols.min()}..{cols.max()}; first (row, col, got, want): {first}")
+
+
+def _torch_f16(a: np.ndarray, b: np.ndarray, torch_device: tuple[Any, str] | None
+               ) -> dict[str, Any]:
+    from bench.measure import time_runs
+
+    if torch_device is None:
+        return {}
+    torch, device = torch_device
+    ta, tb = torch.from_numpy(a).to(device), torch.from_numpy(b).to(device)
+
+    def once() -> None:
+        torch.matmul(ta, tb)
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    ms = time_runs(once, 20, 3).median_ms
+    return {"torch_f16_ms": ms, "torch_f16_tflops": 2 * a.shape[0] ** 3 / ms / 1e9,
+            "torch_device": device}
+
+
+def run(folders: list[Path], device: str, torch_device: tuple[Any, str] | None
+        ) -> list[dict[str, Any]]:
+    import tensorsmith.runtime as rt
+
+    found = [f for f in folders if (f / "matmul_f16.meta").exists()]
+    if not found:
+        return []
+    folder = found[0]
+    n = json.loads((folder / "matmul_f16.meta").read_text())["n"]
+    print(device_report(device), flush=True)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype(np.float16)
+    b = rng.standard_normal((n, n)).astype(np.float16)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    scale = float(np.abs(want).max())
+    reference = _torch_f16(a, b, torch_device)
+    rows = []
+    for path in sorted(folder.glob(f"matmul{n}_f16_*.tsm")):
+        row: dict[str, Any] = {"what": path.stem, "n": n, **reference}
+        try:
+            with rt.load(path, device=device) as mm:
+                mm.set_input("a", a)
+                mm.set_input("b", b)
+                mm.run()
+                got = mm.get_output(0).astype(np.float32)
+                report = mm.profile(repeat=10)
+            row["kernels"] = {step["name"]: step["total_ms"] / 10 for step in report}
+            row["kernel_ms"] = sum(row["kernels"].values())
+            row["tflops"] = 2 * n**3 / row["kernel_ms"] / 1e9
+            row["rel_err"] = float(np.abs(got - want).max() / scale)
+            row["ok"] = row["rel_err"] <= TOLERANCE
+            if not row["ok"]:
+                row["wrong"] = _where_wrong(got, want, scale)
+            if "torch_f16_tflops" in row:
+                row["ratio_to_torch"] = row["tflops"] / row["torch_f16_tflops"]
+        except Exception as e:  # noqa: BLE001 - a refusal or failure is the row's result
+            row["error"] = f"{type(e).__name__}: {e}"
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
+    ref = rows[0]
+    torch_part = (f"torch.matmul float16 on {ref['torch_device']}: "
+                  f"{ref['torch_f16_tflops']:.1f} TFLOP/s ({ref['torch_f16_ms']:.3f} ms)"
+                  if "torch_f16_tflops" in ref else "torch: not run")
+    lines = ["", f"float16 {ref['n']}^3 matmul; {torch_part}", "",
+             "| artifact | kernel ms | TFLOP/s | / torch | rel err | |",
+             "|---|---:|---:|---:|---:|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['what']} | — | — | — | — | failed: {r['error']} |")
+            continue
+        ratio = f"{r['ratio_to_torch']:.2f}" if "ratio_to_torch" in r else "—"
+        note = "ok" if r["ok"] else f"WRONG: {r['wrong']}"
+        lines.append(f"| {r['what']} | {r['kernel_ms']:.3f} | {r['tflops']:.1f} | {ratio} | "
+                     f"{r['rel_err']:.1e} | {note} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,125 @@
+"""Matrix products on cooperative matrices: the GPU rule for float16 products on a
+target whose GPU multiplies whole subgroup-held blocks (``vulkan
+-cooperative-matrix=16x16x16``, see codegen-spirv's target options).
+
+The product is tensorized (``Schedule.tensorize``, lowered by te/matrix_lower.py, whose
+docstring describes the kernel); this module decides when, and sizes it. Every size is
+asked of ``choose`` so the auto-tuner searches the same kernel: subgroups per workgroup
+along M and N (``warps_m``, ``warps_n``), accumulator fragments per subgroup
+(``frags_m``, ``frags_n``), the reduction step (``kt``) and whether shared tiles hold
+16-byte words or float16 elements (``tile_lanes``, 8 or 1). Products this kernel cannot
+take (float32 operands, sizes known only at run time, K or N not a multiple of 8, an
+operand computed in the kernel) keep the tiled rule of gpu_gemm.py, as does every
+product on a target without cooperative matrices.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..target import GpuResources, MatrixShape
+from ..te.matrix_lower import ACC_DTYPE, INPUT_DTYPE, Params, Product
+from ..te.schedule import Schedule, Stage
+from .knobs import Choose, conflict_unless
+
+#: Rows of shared memory are padded by this many elements (16 bytes: chunks stay aligned,
+#: and consecutive rows start 4 banks apart).
+PAD = 8
+#: Invocations of one workgroup at most (every Vulkan device takes 256).
+MAX_INVOCATIONS = 256
+#: Accumulator fragments of one subgroup at most: 16 float32 16x16 fragments are 128
+#: registers of each of 32 invocations, the most that leaves room for the operands.
+MAX_FRAGMENTS = 16
+
+
+@dataclass(frozen=True)
+class CoopTiles:
+    """Subgroups (``warps_m`` x ``warps_n``), fragments per subgroup, reduction step,
+    elements per element of the shared tiles."""
+
+    warps_m: int
+    warps_n: int
+    frags_m: int
+    frags_n: int
+    kt: int
+    tile_lanes: int = 8
+
+
+#: From the largest block to the smallest. 4x2 subgroups of 4x4 fragments make a 256x128
+#: block of 256 invocations, each A and B fragment used four times: the fastest of the
+#: blocks measured on an H100 at 4096^3 (222 TFLOP/s; 2x4 subgroups of 4x2 fragments
+#: with k 32, the first default, 177; bench/results/gpu_coop_h100_2026-12-05.txt). A
+#: reduction step of 16 beat 32 for every block measured there.
+CANDIDATES = (CoopTiles(4, 2, 4, 4, 16), CoopTiles(2, 2, 4, 4, 16), CoopTiles(2, 2, 2, 2, 32),
+              CoopTiles(1, 2, 2, 2, 32), CoopTiles(1, 1, 1, 1, 16))
+#: Enough workgroups to fill a large GPU: blocks shrink until a product yields this many.
+TARGET_WORKGROUPS = 128
+
+
+def matrix_shape(st: Stage, resources: GpuResources) -> MatrixShape | None:
+    """The cooperative-matrix shape ``st`` would be tensorized with on a GPU of
+    ``resources``, or None when that GPU has none for it or the kernel cannot take it."""
+    shape = resources.matrix_shape(INPUT_DTYPE, ACC_DTYPE)
+    if shape is None or Product(st).problem:
+        return None
+    return shape
+
+
+def params(shape: MatrixShape, tiles: CoopTiles, subgroup: int) -> dict[str, int]:
+    return {"m": shape.m, "n": shape.n, "k": shape.k, "warps_m": tiles.warps_m,
+            "warps_n": tiles.warps_n, "frags_m": tiles.frags_m, "frags_n": tiles.frags_n,
+            "kt": tiles.kt, "subgroup": subgroup, "pad": PAD, "tile_lanes": tiles.tile_lanes}
+
+
+def _fits(st: Stage, shape: MatrixShape, tiles: CoopTiles, resources: GpuResources) -> bool:
+    p = Params(params(shape, tiles, resources.subgroup_size))
+    return (p.threads <= MAX_INVOCATIONS and tiles.frags_m * tiles.frags_n <= MAX_FRAGMENTS
+            and tiles.kt % shape.k == 0
+            and (p.rows * p.kt) % (8 * p.threads) == 0 and (p.kt * p.cols) % (8 * p.threads) == 0
+            and p.shared_bytes(True) <= resources.shared_bytes)
+
+
+def choose_tiles(st: Stage, shape: MatrixShape, resources: GpuResources) -> CoopTiles | None:
+    """The largest block that fits the workgroup memory and still gives
+    ``TARGET_WORKGROUPS`` workgroups (else the smallest that fits), or None."""
+    product = Product(st)
+    batch = math.prod(product.batch)
+    fitting = [t for t in CANDIDATES if _fits(st, shape, t, resources)]
+    for t in fitting:
+        rows, cols = t.warps_m * t.frags_m * shape.m, t.warps_n * t.frags_n * shape.n
+        if batch * -(-product.m // rows) * -(-product.n // cols) >= TARGET_WORKGROUPS:
+            return t
+    return fitting[-1] if fitting else None
+
+
+def ask_tiles(st: Stage, choose: Choose, shape: MatrixShape, d: CoopTiles,
+              resources: GpuResources) -> CoopTiles:
+    """``d`` with each size asked of ``choose``; other answers must fit the device."""
+    t = CoopTiles(choose(st, "warps_m", d.warps_m, (1, 2, 4)),
+                  choose(st, "warps_n", d.warps_n, (1, 2, 4)),
+                  choose(st, "frags_m", d.frags_m, (1, 2, 4)),
+                  choose(st, "frags_n", d.frags_n, (1, 2, 4)),
+                  choose(st, "kt", d.kt, (16, 32, 64)),
+                  choose(st, "tile_lanes", d.tile_lanes, (8, 1)))
+    conflict_unless(t == d or _fits(st, shape, t, resources),
+                    "the cooperative-matrix tiles exceed a device limit")
+    return t
+
+
+def schedule_coop(s: Schedule, st: Stage, choose: Choose, resources: GpuResources) -> bool:
+    """Tensorize matmul stage ``st`` when the target's cooperative matrices can compute
+    it (see the module docstring); False leaves it to the tiled rule."""
+    shape = matrix_shape(st, resources)
+    if shape is None:
+        return False
+    default = choose_tiles(st, shape, resources)
+    if default is None:
+        return False
+    tiles = ask_tiles(st, choose, shape, default, resources)
+    s.tensorize(st.name, "matrix_product", params(shape, tiles, resources.subgroup_size))
+    return True
+
+
+__all__ = ["CANDIDATES", "CoopTiles", "ask_tiles", "choose_tiles", "matrix_shape",
+           "schedule_coop"]

@@ -1,0 +1,356 @@
+"""Lowering of a tensorized matrix product to cooperative-matrix statements (te/matrix.py).
+
+``C[b.., i, j] = sum_k A[.., i, k] * B[.., k, j]`` with float16 ``A`` and ``B`` and a
+float32 sum, tensorized as ``"matrix_product"`` (schedules/gpu_coop.py decides when).
+Each workgroup computes a ``rows x cols`` block of C with ``warps_m x warps_n``
+subgroups; each subgroup holds a ``frags_m x frags_n`` grid of accumulator fragments
+(``m x n`` each), so every A fragment it loads is used ``frags_n`` times and every B
+fragment ``frags_m`` times. The reduction runs in steps of ``kt``:
+
+* the workgroup's invocations copy the ``rows x kt`` block of A and the ``kt x cols``
+  block of B into shared memory in 16-byte chunks, zero where the block passes the
+  tensor's edge (so any M, N and K, with K and N multiples of 8, are computed whole);
+* shared memory holds two steps: while a step is multiplied, each invocation already
+  holds its chunks of the next one in registers, stored to the other half after the
+  multiply-adds, so global memory latency overlaps the arithmetic and one barrier per
+  step suffices (the half written at step s was last read at step s - 1, before the
+  barrier that ended it);
+* rows of shared memory are padded by ``pad`` elements (a multiple of 8, keeping
+  chunks 16-byte aligned) so the rows a fragment load reads fall in different banks;
+* a shared tile holds 16-byte words (``tile_lanes`` 8: a chunk is one store, fragments
+  load with offsets and strides in words, which the cooperative-matrix load allows) or
+  float16 elements (``tile_lanes`` 1: eight stores a chunk).
+
+The result is written straight from the fragments (converted to C's dtype) when the
+block divides C and the only epilogue is that conversion; otherwise each fragment
+goes through a per-subgroup float32 scratch in shared memory and the invocations write
+its elements one by one, guarded, with the fused epilogue applied (bias, activation,
+the cast to float16). Subgroups are taken to be consecutive runs of ``subgroup``
+invocations of the one-dimensional workgroup, as on drivers of a fixed subgroup size
+(the target names it).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from .expr import Binary, Cast, Expr, Load, Reduce, Var, as_expr, const
+from .matrix import (
+    CHUNK_BYTES,
+    CHUNK_DTYPE,
+    ChunkLoad,
+    ChunkStore,
+    Fragment,
+    FragmentFill,
+    FragmentLoad,
+    FragmentMulAdd,
+    FragmentStore,
+    chunk_registers,
+)
+from .stmt import Allocate, Barrier, Buffer, For, IfThenElse, Seq, Stmt, Store, all_of
+from .visit import collect_loads, substitute
+
+if TYPE_CHECKING:
+    from .lower import _Lowerer
+    from .schedule import Stage
+    from .tensor import Tensor
+
+#: The intrinsics ``Schedule.tensorize`` accepts.
+INTRINSICS = ("matrix_product",)
+#: Parameters of ``matrix_product``, all positive ints.
+PARAMS = ("m", "n", "k", "warps_m", "warps_n", "frags_m", "frags_n", "kt", "subgroup", "pad",
+          "tile_lanes")
+#: Elements of a shared tile's element: a 16-byte word, or one float16.
+TILE_LANES = (8, 1)
+#: The element type of the operands and of the accumulator.
+INPUT_DTYPE = "float16"
+ACC_DTYPE = "float32"
+#: Elements of an operand in one 16-byte chunk.
+CHUNK = CHUNK_BYTES // 2
+
+
+class Product:
+    """A matmul stage's operands, as the intrinsic needs them, or the reason it cannot be
+    tensorized (``problem``)."""
+
+    def __init__(self, st: Stage) -> None:
+        self.problem = ""
+        op = st.tensor.op
+        reads = collect_loads(op.body) if op is not None else []
+        tensors = list({id(ld.buffer): ld.buffer for ld in reads}.values())
+        if op is None or op.tag != "matmul" or len(op.reduce_axes) != 1 or len(tensors) != 2:
+            self.problem = "it is not a matrix product of two tensors"
+            return
+        self.a: Tensor = tensors[0]  # type: ignore[assignment]
+        self.b: Tensor = tensors[1]  # type: ignore[assignment]
+        shapes = [*self.a.shape, *self.b.shape, *(a.extent for a in op.axes),
+                  op.reduce_axes[0].extent]
+        if not all(isinstance(d, int) for d in shapes):
+            self.problem = "its sizes are known only at run time"
+            return
+        self.batch = tuple(int(a.extent) for a in op.axes[:-2])
+        self.m, self.n = int(op.axes[-2].extent), int(op.axes[-1].extent)
+        self.k = int(op.reduce_axes[0].extent)
+        if any(t.op is not None for t in (self.a, self.b)):
+            self.problem = "an operand is computed in the kernel, not read from memory"
+        elif self.a.dtype != INPUT_DTYPE or self.b.dtype != INPUT_DTYPE:
+            self.problem = f"its operands are {self.a.dtype} and {self.b.dtype}, not float16"
+        elif st.tensor.dtype != ACC_DTYPE:
+            self.problem = f"it accumulates in {st.tensor.dtype}, not {ACC_DTYPE}"
+        elif tuple(self.a.shape[-2:]) != (self.m, self.k) or \
+                tuple(self.b.shape[-2:]) != (self.k, self.n):
+            self.problem = "its operands are not read as [.., M, K] x [.., K, N]"
+        elif any(t.ndim > 2 and tuple(t.shape[:-2]) != self.batch for t in (self.a, self.b)):
+            self.problem = "an operand broadcasts over part of the batch"
+        elif self.k % CHUNK or self.n % CHUNK:
+            self.problem = (f"K={self.k} and N={self.n} must be multiples of {CHUNK} (rows "
+                            "are copied in 16-byte chunks)")
+        elif not _plain_product(op.body, self.a, self.b):
+            self.problem = "its body is not sum(A[i, k] * B[k, j])"
+
+    def batch_offset(self, t: Tensor, b: Expr) -> Expr:
+        """Element offset of batch ``b``'s matrix in operand ``t``."""
+        return b * (self.m * self.k if t is self.a else self.k * self.n) if t.ndim > 2 \
+            else const(0)
+
+
+def _plain_product(body: Any, a: Tensor, b: Tensor) -> bool:
+    """Whether ``body`` is ``sum(cast(A[.., i, k]) * cast(B[.., k, j]))`` over the
+    stage's own i, j and k (so the tiles read the right elements)."""
+    if not isinstance(body, Reduce) or body.combiner != "sum":
+        return False
+    e = body.body
+    if not isinstance(e, Binary) or e.op != "mul":
+        return False
+    x, y = (v.value if isinstance(v, Cast) else v for v in (e.a, e.b))
+    if not (isinstance(x, Load) and isinstance(y, Load) and x.buffer is a and y.buffer is b):
+        return False
+    k = body.axes[0].var
+    return x.indices[-1] is k and y.indices[-2] is k
+
+
+def check_tensorize(st: Stage, intrinsic: str, params: dict[str, Any]) -> None:
+    """Raise ValueError unless ``st`` can be lowered with ``intrinsic`` and ``params``."""
+    if intrinsic not in INTRINSICS:
+        raise ValueError(f"tensorize: unknown intrinsic {intrinsic!r}; known: "
+                         + ", ".join(INTRINSICS))
+    missing = [p for p in PARAMS if not isinstance(params.get(p), int) or params[p] < 1]
+    if missing:
+        raise ValueError(f"tensorize {st.name}: parameters {missing} must be positive ints")
+    product = Product(st)
+    if product.problem:
+        raise ValueError(f"tensorize {st.name}: {product.problem}")
+    p = Params(params)
+    if p.tile_lanes not in TILE_LANES:
+        raise ValueError(f"tensorize {st.name}: tile_lanes={p.tile_lanes} is not one of "
+                         f"{TILE_LANES}")
+    if p.kt % p.k or p.kt % CHUNK or p.pad % CHUNK:
+        raise ValueError(f"tensorize {st.name}: the step kt={p.kt} must be a multiple of "
+                         f"k={p.k} and {CHUNK}, and the padding {p.pad} of {CHUNK}")
+    for what, chunks in (("A", p.rows * p.kt // CHUNK), ("B", p.kt * p.cols // CHUNK)):
+        if chunks % p.threads:
+            raise ValueError(f"tensorize {st.name}: the {chunks} chunks of a step of {what} "
+                             f"do not divide among {p.threads} invocations")
+    if (p.m * p.n) % p.subgroup:
+        raise ValueError(f"tensorize {st.name}: a {p.m}x{p.n} fragment does not divide "
+                         f"among a subgroup of {p.subgroup}")
+
+
+class Params:
+    """The sizes of a ``matrix_product`` (see the module docstring)."""
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.m, self.n, self.k = params["m"], params["n"], params["k"]
+        self.warps_m, self.warps_n = params["warps_m"], params["warps_n"]
+        self.frags_m, self.frags_n = params["frags_m"], params["frags_n"]
+        self.kt, self.subgroup, self.pad = params["kt"], params["subgroup"], params["pad"]
+        self.tile_lanes = params["tile_lanes"]
+
+    @property
+    def rows(self) -> int:
+        return self.warps_m * self.frags_m * self.m
+
+    @property
+    def cols(self) -> int:
+        return self.warps_n * self.frags_n * self.n
+
+    @property
+    def threads(self) -> int:
+        return self.warps_m * self.warps_n * self.subgroup
+
+    @property
+    def a_stride(self) -> int:
+        return self.kt + self.pad
+
+    @property
+    def b_stride(self) -> int:
+        return self.cols + self.pad
+
+    def shared_bytes(self, scratch: bool) -> int:
+        """Workgroup memory: two steps of A and B (float16), and the float32 scratch of
+        each subgroup where the result goes through it."""
+        staged = 2 * 2 * (self.rows * self.a_stride + self.kt * self.b_stride)
+        return staged + (4 * self.warps_m * self.warps_n * self.m * self.n if scratch else 0)
+
+
+def direct_store(st: Stage, product: Product, p: Params) -> bool:
+    """Whether fragments can be stored straight into the output: the block divides C and
+    the only epilogue (if any) converts the sum to the output's dtype."""
+    if product.m % p.rows or product.n % p.cols:
+        return False
+    if st.epilogue is None:
+        return True
+    cop = st.epilogue.tensor.op
+    return (cop is not None and isinstance(cop.body, Cast) and isinstance(cop.body.value, Load)
+            and cop.body.value.buffer is st.tensor)
+
+
+def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
+    """The dispatch of tensorized stage ``st`` (see the module docstring)."""
+    assert st.tensorized is not None
+    product = Product(st)
+    p = Params(st.tensorized[1])
+    a_buf, b_buf = low.buffers[product.a.uid], low.buffers[product.b.uid]
+    out_tensor = st.epilogue.tensor if st.epilogue is not None else st.tensor
+    out = low.buffers[out_tensor.uid]
+    M, N, K = product.m, product.n, product.k
+    steps = -(-K // p.kt)
+
+    batch = Var("b") if product.batch else None
+    by, bx, t = Var("by"), Var("bx"), Var("t")
+    bz: Expr = batch if batch is not None else const(0)
+    warp, lane = t // p.subgroup, t % p.subgroup
+    wm, wn = warp // p.warps_n, warp % p.warps_n
+    row0, col0 = by * p.rows, bx * p.cols
+    a_base, b_base = product.batch_offset(product.a, bz), product.batch_offset(product.b, bz)
+    direct = direct_store(st, product, p)
+
+    # shared tiles and their offsets in units of their elements (words or halves)
+    lanes = p.tile_lanes
+    tile_dtype = CHUNK_DTYPE if lanes == CHUNK else INPUT_DTYPE
+    a_smem = Buffer(f"{st.name}.A_shared", (2 * p.rows * p.a_stride // lanes,), tile_dtype,
+                    "shared")
+    b_smem = Buffer(f"{st.name}.B_shared", (2 * p.kt * p.b_stride // lanes,), tile_dtype,
+                    "shared")
+    a_half, b_half = p.rows * p.a_stride // lanes, p.kt * p.b_stride // lanes
+    a_row, b_row = p.a_stride // lanes, p.b_stride // lanes
+    per_chunk = CHUNK // lanes
+    acc = Fragment(f"{st.name}.acc", (p.frags_m * p.frags_n,), ACC_DTYPE, "fragment",
+                   "accumulator", p.m, p.n)
+    fa = Fragment(f"{st.name}.a", (p.frags_m,), INPUT_DTYPE, "fragment", "a", p.m, p.k)
+    fb = Fragment(f"{st.name}.b", (p.frags_n,), INPUT_DTYPE, "fragment", "b", p.k, p.n)
+    per_a = p.rows * p.kt // CHUNK // p.threads
+    per_b = p.kt * p.cols // CHUNK // p.threads
+    regs = chunk_registers(f"{st.name}.chunks", per_a + per_b)
+
+    def fetch(step: Expr) -> Stmt:
+        """This invocation's chunks of step ``step`` of A and B into registers."""
+        r = Var("r")
+        c = t + r * p.threads
+        row, col = c // (p.kt // CHUNK), c % (p.kt // CHUNK) * CHUNK
+        kcol = step * p.kt + col
+        a_load = ChunkLoad(regs, r, a_buf, a_base + (row0 + row) * K + kcol,
+                           all_of([step < steps, row0 + row < M, kcol < K]))
+        r2 = Var("r")
+        c2 = t + r2 * p.threads
+        krow, col2 = c2 // (p.cols // CHUNK), c2 % (p.cols // CHUNK) * CHUNK
+        b_load = ChunkLoad(regs, r2 + per_a, b_buf, b_base + (step * p.kt + krow) * N + col0
+                           + col2, all_of([step < steps, step * p.kt + krow < K,
+                                           col0 + col2 < N]))
+        return Seq([For(r, per_a, "unrolled", a_load), For(r2, per_b, "unrolled", b_load)])
+
+    def stash(half: Expr) -> Stmt:
+        """The registers' chunks into half ``half`` of the shared tiles."""
+        r = Var("r")
+        c = t + r * p.threads
+        row, col = c // (p.kt // CHUNK), c % (p.kt // CHUNK) * per_chunk
+        a_store = ChunkStore(a_smem, half * a_half + row * a_row + col, regs, r)
+        r2 = Var("r")
+        c2 = t + r2 * p.threads
+        krow, col2 = c2 // (p.cols // CHUNK), c2 % (p.cols // CHUNK) * per_chunk
+        b_store = ChunkStore(b_smem, half * b_half + krow * b_row + col2, regs, r2 + per_a)
+        return Seq([For(r, per_a, "unrolled", a_store), For(r2, per_b, "unrolled", b_store)])
+
+    def multiply(half: Expr) -> Stmt:
+        kk, fi, fj = Var("kk"), Var("fi"), Var("fj")
+        a_at = (half * a_half + (wm * (p.frags_m * p.m) + fi * p.m) * a_row
+                + kk * (p.k // lanes))
+        b_at = (half * b_half + kk * p.k * b_row + wn * (p.frags_n * p.n // lanes)
+                + fj * (p.n // lanes))
+        fi2, fj2 = Var("fi"), Var("fj")
+        loads = Seq([
+            For(fi, p.frags_m, "unrolled", FragmentLoad(fa, fi, a_smem, a_at, a_row)),
+            For(fj, p.frags_n, "unrolled", FragmentLoad(fb, fj, b_smem, b_at, b_row)),
+            For(fi2, p.frags_m, "unrolled", For(fj2, p.frags_n, "unrolled", FragmentMulAdd(
+                acc, fi2 * p.frags_n + fj2, fa, fi2, fb, fj2)))])
+        return For(kk, p.kt // p.k, "unrolled", loads)
+
+    scratch = None if direct else Buffer(
+        f"{st.name}.C_shared", (p.warps_m * p.warps_n * p.m * p.n,), ACC_DTYPE, "shared")
+    ko = Var("ko")
+    half = ko % 2
+    main = For(ko, steps, "serial", Seq([
+        fetch(ko + 1), multiply(half), stash(1 - half), Barrier()]))
+    f = Var("f")
+    init = For(f, p.frags_m * p.frags_n, "unrolled", FragmentFill(acc, f, 0.0))
+    body: Stmt = Seq([init, fetch(const(0)), stash(const(0)), Barrier(), main,
+                      _write_back(low, st, product, p, out, acc, scratch,
+                                  (bz, row0, col0, wm, wn, warp, lane))])
+    for buf in (regs, fb, fa, acc, b_smem, a_smem, *([scratch] if scratch else [])):
+        body = Allocate(buf, body)
+    nest: Stmt = For(t, p.threads, "threadIdx.x", body)
+    nest = For(bx, -(-N // p.cols), "blockIdx.x", nest)
+    nest = For(by, -(-M // p.rows), "blockIdx.y", nest)
+    if batch is not None:
+        nest = For(batch, math.prod(product.batch), "blockIdx.z", nest)
+    return nest
+
+
+def _write_back(low: _Lowerer, st: Stage, product: Product, p: Params, out: Buffer,
+                acc: Fragment, scratch: Buffer | None, at: tuple[Expr, ...]) -> Stmt:
+    """Fragments into ``out``: stored directly (no ``scratch``), or each through the
+    subgroup's region of ``scratch`` and written element by element, guarded, with the
+    stage's epilogue applied."""
+    bz, row0, col0, wm, wn, warp, lane = at
+    M, N = product.m, product.n
+    f = Var("f")
+    fi, fj = f // p.frags_n, f % p.frags_n
+    row = row0 + wm * (p.frags_m * p.m) + fi * p.m
+    col = col0 + wn * (p.frags_n * p.n) + fj * p.n
+    if scratch is None:
+        return For(f, p.frags_m * p.frags_n, "unrolled", FragmentStore(
+            out, bz * (M * N) + row * N + col, N, acc, f))
+    region = warp * (p.m * p.n)
+    e = Var("e")
+    idx = e * p.subgroup + lane
+    r, c = row + idx // p.n, col + idx % p.n
+    value: Expr = Load(scratch, (region + idx,), ACC_DTYPE)
+    op = st.tensor.op
+    assert op is not None
+    own = [*_unravel(bz, product.batch), r, c]
+    if st.epilogue is not None:
+        cop = st.epilogue.tensor.op
+        assert cop is not None
+        low.overrides[st.tensor.uid] = (own, value)
+        value = low.expr(substitute(cop.body, {id(a.var): v for a, v in zip(cop.axes, own)}))
+        del low.overrides[st.tensor.uid]
+    write = IfThenElse(all_of([r < M, c < N]), Store(
+        out, bz * (M * N) + r * N + c, as_expr(value).astype(out.dtype)))
+    return For(f, p.frags_m * p.frags_n, "unrolled", Seq([
+        FragmentStore(scratch, region, p.n, acc, f), Barrier(),
+        For(e, p.m * p.n // p.subgroup, "unrolled", write), Barrier()]))
+
+
+def _unravel(flat: Expr, shape: tuple[int, ...]) -> list[Expr]:
+    """The coordinates of row-major index ``flat`` in ``shape``."""
+    out: list[Expr] = []
+    rest = flat
+    for extent in reversed(shape):
+        out.append(rest % extent if extent > 1 else const(0))
+        rest = rest // extent
+    return out[::-1]
+
+
+__all__ = ["ACC_DTYPE", "INPUT_DTYPE", "INTRINSICS", "PARAMS", "Params", "Product",
+           "check_tensorize", "direct_store", "lower_matrix_product"]

@@ -1,0 +1,187 @@
+"""float16 matrix products on cooperative matrices (schedules/gpu_coop.py,
+te/matrix_lower.py): which products the rule takes, the tensor IR it lowers to, and its
+results run by the tensor-IR interpreter (which models the workgroup's barriers and
+shared memory, and each subgroup's fragments as whole matrices) against NumPy."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tensorsmith.ir import te
+from tensorsmith.ir.op_registry import TensorType, get_op
+from tensorsmith.ir.schedules import KnobConflict, rule_knobs, schedule_gpu
+from tensorsmith.ir.target import GpuResources, MatrixShape
+from tensorsmith.ir.te.evaluate import run_func
+from tensorsmith.ir.te.expr import call
+from tensorsmith.ir.te.matrix import FragmentMulAdd, FragmentStore
+from tensorsmith.ir.te.visit import walk_stmts
+
+COOP = GpuResources((MatrixShape(16, 16, 16),), subgroup_size=32, shared_bytes=49152)
+rng = np.random.default_rng(11)
+
+
+def knobs(**answers: Any) -> Callable[..., Any]:
+    return lambda st, knob, default, choices=(): answers.get(knob, default)
+
+
+def matmul(a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: str = "float16",
+           bias: bool = False) -> tuple[list[te.Tensor], list[te.Tensor]]:
+    op = get_op("matmul")
+    inputs = [te.placeholder(s, dtype, f"in{i}") for i, s in enumerate((a_shape, b_shape))]
+    out = op.infer([TensorType(a_shape, dtype), TensorType(b_shape, dtype)], {})
+    (c,) = op.compute(inputs, {}, out, "t0")  # type: ignore[misc]
+    if bias:
+        n = b_shape[-1]
+        v = te.placeholder((n,), dtype, "in2")
+        inputs.append(v)
+        c = te.compute(c.shape, lambda *i: call("tanh", c[i] + v[i[-1]]), name="t1")
+    return inputs, [c]
+
+
+def lowered(inputs: list[te.Tensor], outputs: list[te.Tensor],
+            resources: GpuResources = COOP, **answers: Any) -> tuple[te.PrimFunc, te.Schedule]:
+    s = schedule_gpu(outputs, resources=resources, choose=knobs(**answers))
+    return te.lower(s, inputs, outputs), s
+
+
+def run(a_shape: tuple[int, ...], b_shape: tuple[int, ...], bias: bool = False,
+        **answers: Any) -> te.PrimFunc:
+    """Lower, interpret and compare with NumPy (float32 sums of the float16 inputs)."""
+    inputs, outputs = matmul(a_shape, b_shape, bias=bias)
+    func, s = lowered(inputs, outputs, **answers)
+    assert any(st.tensorized for st in s.stages), "not tensorized"
+    arrays = [rng.standard_normal(t.shape).astype("float16") for t in inputs]
+    bufs = [*arrays, *(np.zeros(b.shape, b.dtype) for b in func.params[len(arrays):])]
+    run_func(func, bufs)
+    want = np.matmul(arrays[0].astype("float32"), arrays[1].astype("float32"))
+    if bias:
+        want = np.tanh(want + arrays[2].astype("float32"))
+    np.testing.assert_allclose(bufs[len(arrays)].astype("float32"), want, rtol=2e-3,
+                               atol=1e-2)
+    return func
+
+
+def test_product_lowers_to_fragment_statements() -> None:
+    inputs, outputs = matmul((32, 32), (32, 32))
+    func, _ = lowered(inputs, outputs, warps_m=1, warps_n=1, frags_m=2, frags_n=2, kt=16)
+    text = str(func)
+    for line in [
+        "for blockIdx.y by in 0..1:",
+        "for blockIdx.x bx in 0..1:",
+        "for threadIdx.x t in 0..32:",
+        # 16-byte words: 2 steps x 32 rows x (16 + 8) / 8, 2 steps x 16 rows x (32 + 8) / 8
+        "alloc t0.A_shared: uint32x4[192] shared",
+        "alloc t0.B_shared: uint32x4[160] shared",
+        # a chunk is one word of a tile row (3 words a row of A, 5 of B)
+        "store_chunk(t0.A_shared[((((t + (r * 32)) // 2) * 3) + ((t + (r * 32)) % 2))]) = "
+        "t0.chunks[r]",
+        "alloc t0.acc: fragment<accumulator, float32, 16x16>[4]",
+        "alloc t0.a: fragment<a, float16, 16x16>[2]",
+        "alloc t0.b: fragment<b, float16, 16x16>[2]",
+        "fill t0.acc[f] = 0.0",
+        "for ko in 0..2:",
+        "t0.acc[((fi * 2) + fj)] += t0.a[fi] @ t0.b[fj]",
+        "barrier",
+    ]:
+        assert line in text, line
+    # the block divides C and the only epilogue is the cast: fragments go straight out
+    stores = [s for s in walk_stmts(func.body) if isinstance(s, FragmentStore)]
+    assert [s.dst.name for s in stores] == ["t0_cast"]
+    assert "store_matrix(t0_cast[" in text and "C_shared" not in text
+
+
+def test_default_tile_of_a_large_product() -> None:
+    inputs, outputs = matmul((4096, 4096), (4096, 4096))
+    func, s = lowered(inputs, outputs)
+    assert s.steps[0].kind == "tensorize"
+    params = s.steps[0].args[1]
+    assert (params["warps_m"], params["warps_n"], params["frags_m"], params["frags_n"],
+            params["kt"]) == (4, 2, 4, 4, 16)
+    muladds = [x for x in walk_stmts(func.body) if isinstance(x, FragmentMulAdd)]
+    assert len(muladds) == 1  # in unrolled loops: 1 x (4 x 4) per step
+    text = str(func)
+    assert "for threadIdx.x t in 0..256:" in text
+    assert "for blockIdx.y by in 0..16:" in text and "for blockIdx.x bx in 0..32:" in text
+    assert "C_shared" not in text  # the fast path: no scratch, no guards
+
+
+@pytest.mark.parametrize(("a", "b", "answers"), [
+    ((32, 48), (48, 32), {}),
+    ((40, 24), (24, 56), {}),  # no tile divides: guarded write-back
+    ((2, 40, 24), (24, 56), {}),  # batched, B shared by the batch
+    ((3, 20, 32), (3, 32, 16), {}),  # batched on both sides
+    ((70, 40), (40, 72), {"warps_m": 2, "warps_n": 1, "frags_m": 1, "frags_n": 2,
+                          "kt": 32}),  # two subgroups, K not a multiple of the step
+    ((64, 64), (64, 64), {"warps_m": 1, "warps_n": 2, "frags_m": 2, "frags_n": 1,
+                          "kt": 16}),
+    # the default block of large products (the 4096^3 one), whole and over the edge
+    ((128, 64), (64, 128), {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 2,
+                            "kt": 32}),
+    ((136, 48), (48, 136), {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 2,
+                            "kt": 32}),
+    ((2, 128, 32), (32, 256), {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 4,
+                               "kt": 16}),
+    # shared tiles of float16 elements instead of 16-byte words
+    ((136, 48), (48, 136), {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 2,
+                            "kt": 32, "tile_lanes": 1}),
+    ((40, 24), (24, 56), {"tile_lanes": 1}),
+])
+def test_results_match_numpy(a: tuple[int, ...], b: tuple[int, ...],
+                             answers: dict[str, int]) -> None:
+    run(a, b, **answers)
+
+
+def test_epilogue_runs_at_the_write_back() -> None:
+    func = run((48, 32), (32, 40), bias=True)
+    text = str(func)
+    assert "C_shared" in text and "tanh(" in text  # through the scratch, epilogue applied
+    assert "store_matrix(t0.C_shared[" in text
+
+
+def test_fallbacks_keep_the_tiled_rule() -> None:
+    def tensorized(inputs: list[te.Tensor], outputs: list[te.Tensor],
+                   resources: GpuResources = COOP) -> bool:
+        _, s = lowered(inputs, outputs, resources)
+        return any(st.tensorized for st in s.stages)
+
+    assert tensorized(*matmul((64, 64), (64, 64)))
+    assert not tensorized(*matmul((64, 64), (64, 64)), GpuResources())  # plain vulkan
+    assert not tensorized(*matmul((64, 64), (64, 64), "float32"))
+    assert not tensorized(*matmul((64, 60), (60, 64)))  # K not a multiple of 8
+    assert not tensorized(*matmul((64, 64), (64, 36)))  # N not a multiple of 8
+    other = GpuResources((MatrixShape(16, 16, 16, "float16", "float16", "float16"),))
+    assert not tensorized(*matmul((64, 64), (64, 64)), other)  # no float32 accumulator
+
+
+def test_knobs_are_the_tuners_space() -> None:
+    inputs, outputs = matmul((256, 256), (256, 256))
+
+    def schedule(outs: list[te.Tensor], constants: frozenset[str] = frozenset(),
+                 choose: Any = None, start: Any = None) -> te.Schedule:
+        return schedule_gpu(outs, choose=choose, resources=COOP)
+
+    found = rule_knobs(schedule, outputs)["t0"]
+    assert set(found) == {"warps_m", "warps_n", "frags_m", "frags_n", "kt", "tile_lanes"}
+    with pytest.raises(KnobConflict):  # 4 x 4 subgroups of 4 x 4: 512 invocations
+        lowered(inputs, outputs, warps_m=4, warps_n=4, frags_m=4, frags_n=4)
+
+
+def test_tensorize_checks_its_stage() -> None:
+    _, outputs = matmul((64, 64), (64, 64), "float32")
+    s = te.Schedule(outputs)
+    params = {"m": 16, "n": 16, "k": 16, "warps_m": 1, "warps_n": 1, "frags_m": 1,
+              "frags_n": 1, "kt": 16, "subgroup": 32, "pad": 8, "tile_lanes": 8}
+    with pytest.raises(ValueError, match="operands are float32 and float32, not float16"):
+        s.tensorize("t0", "matrix_product", params)
+    _, outputs = matmul((64, 64), (64, 64))
+    s = te.Schedule(outputs)
+    with pytest.raises(ValueError, match="unknown intrinsic 'wmma'"):
+        s.tensorize("t0", "wmma", params)
+    with pytest.raises(ValueError, match="kt=24 must be a multiple of k=16"):
+        s.tensorize("t0", "matrix_product", {**params, "kt": 24})
+    with pytest.raises(ValueError, match=r"tile_lanes=4 is not one of \(8, 1\)"):
+        s.tensorize("t0", "matrix_product", {**params, "tile_lanes": 4})

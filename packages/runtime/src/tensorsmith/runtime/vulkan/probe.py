@@ -1,0 +1,69 @@
+"""What each Vulkan device offers the compiler: the facts a target string names.
+
+Kernels are compiled on a build host that need not have the GPU, so what a device
+offers beyond every Vulkan 1.1 device (cooperative matrices, subgroup size, workgroup
+memory) must be told to the compiler in the target string. This probe runs on the
+device, with the runtime alone (``python -m tensorsmith.runtime.vulkan``, or
+``tensorsmith devices`` where the compiler is installed too), and prints each device's
+facts and the target string that uses them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .instance import ALL_FEATURES, PhysicalDevice, physical_devices
+
+__all__ = ["describe", "describe_all", "report", "target_string"]
+
+
+def target_string(dev: PhysicalDevice) -> str:
+    """The ``vulkan`` target string that compiles for ``dev``'s cooperative matrices (the
+    float16 ones with a float32 accumulator, which the float16 matmul rule uses), or
+    plain ``vulkan`` where it has none."""
+    shapes = sorted(dev.matrix_shapes())
+    usable = [s.split()[0] for s in shapes if s.endswith("float16*float16+float32")]
+    if not usable:
+        return "vulkan"
+    shared = int(dev.limits.get("maxComputeSharedMemorySize", 0))
+    parts = ["vulkan", f"-cooperative-matrix={','.join(usable)}"]
+    if dev.subgroup_size:
+        parts.append(f"-subgroup-size={dev.subgroup_size}")
+    if shared:
+        parts.append(f"-shared-memory={shared}")
+    return " ".join(parts)
+
+
+def describe(dev: PhysicalDevice, index: int) -> dict[str, Any]:
+    """``dev``'s facts as plain data (what ``--json`` prints)."""
+    return {
+        "device": f"vulkan:{index}",
+        "name": dev.name,
+        "type": dev.type_name,
+        "vulkan": ".".join(str(v) for v in dev.api_version),
+        "subgroup_size": dev.subgroup_size,
+        "shared_memory_bytes": int(dev.limits.get("maxComputeSharedMemorySize", 0)),
+        "features": {name: bool(dev.features.get(name)) for name in ALL_FEATURES},
+        "cooperative_matrix": [str(p) for p in dev.cooperative_matrix],
+        "target": target_string(dev),
+    }
+
+
+def describe_all() -> list[dict[str, Any]]:
+    return [describe(d, i) for i, d in enumerate(physical_devices())]
+
+
+def report() -> str:
+    """Readable text of :func:`describe_all`."""
+    lines = []
+    for d in describe_all():
+        lines.append(f"{d['device']} = '{d['name']}' ({d['type']}, Vulkan {d['vulkan']})")
+        lines.append(f"  subgroup size {d['subgroup_size']}, workgroup memory "
+                     f"{d['shared_memory_bytes']} bytes")
+        on = [n for n, v in d["features"].items() if v]
+        lines.append(f"  features: {', '.join(on) or 'none'}")
+        shapes = d["cooperative_matrix"]
+        lines.append("  cooperative matrices: " + ("none" if not shapes else ""))
+        lines += [f"    {s}" for s in shapes]
+        lines.append(f"  target: {d['target']}")
+    return "\n".join(lines)
