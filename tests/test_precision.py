@@ -174,3 +174,14 @@ def test_winograd_convolution_in_reduced_precision(precision: str, tmp_path: Pat
     with rt.load(tmp_path / "wino.so") as module:
         (got,) = module.run(feeds)
     assert 1e-6 < relative_error(got, want) < RTOL[precision]
+
+
+@pytest.mark.parametrize("target,widened", [
+    ("llvm", True), pytest.param("vulkan", False, marks=pytest.mark.vulkan)])
+def test_16_bit_activations_widened_once_on_cpus_only(target: str, widened: bool) -> None:
+    """On a CPU the products' 16-bit activations are converted by a stage of their own
+    (passes/precision.py: widen_inputs_first); GPU kernels read them as they are (a
+    cooperative-matrix product takes float16 operands only)."""
+    mod, params = from_onnx(MODELS_UNDER_TEST["attention"]())
+    tir = build(mod, target=target, params=params, precision="fp16").get_source("tir")
+    assert ("_widen" in tir) is widened

@@ -49,7 +49,7 @@ from .passes import (
 from .passes.blocked_layout import block_layouts
 from .passes.index_checks import add_index_checks
 from .passes.memory_plan import ALIGN
-from .passes.precision import precision_dtype, reduce_precision
+from .passes.precision import precision_dtype, reduce_precision, widen_inputs_first
 from .records import applicable_steps
 from .schedules import default_schedule
 from .schedules.proxy import sized_for
@@ -158,6 +158,8 @@ def fused_groups(mod: Graph, params: Mapping[str, np.ndarray] | None = None, opt
     if reduced is not None:
         pm.add("reduce_precision", lambda g: reduce_precision(g, reduced), 0)
     tgt = Target.parse(target) if target is not None else None
+    if tgt is not None and tgt.family == "cpu":
+        pm.add("widen_inputs_first", widen_inputs_first, 0)
     if tgt is not None and tgt.family == "cpu" and activation_layout(tgt) == "blocked":
         # windows run on blocks of the CPU's float lanes (passes/blocked_layout.py)
         lanes = target_resources(tgt).lanes(4)

@@ -162,8 +162,9 @@ def _conv_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> list[np.ndarr
 def _conv_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], tag: str
                   ) -> list[te.Tensor]:
     """The convolution in :func:`accumulator`'s dtype: 16-bit float operands are widened
-    (the input by its padding stage, the weights as they are read) and the float32 sums
-    rounded once, by a last stage of their own (as matmul does)."""
+    (the weights as they are read, the input so too or, ``widen_input``, by its padding
+    stage) and the float32 sums rounded once, by a last stage of their own (as matmul
+    does)."""
     x, w = inputs[0], inputs[1]
     if attrs.get("weight_transform"):  # weights stored for a fast algorithm
         from .winograd import winograd_conv2d
@@ -180,12 +181,22 @@ def _conv_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType], 
     return [y]
 
 
+def _padded(x: te.Tensor, pads: Sequence[int], tag: str, acc: str, attrs: Attrs
+            ) -> te.Tensor | WidenedReads:
+    """The padded input read in ``acc``: widened by the padding stage where the op is
+    marked ``widen_input`` (CPUs, passes/precision.py), else at each read."""
+    if attrs.get("widen_input"):
+        return pad_stage(x, pads, 0.0, tag, acc)
+    return WidenedReads(pad_stage(x, pads, 0.0, tag), acc)
+
+
 class WidenedReads:
     """Reads of ``t`` converted to ``dtype`` where they happen (``r[i]`` is
     ``cast(dtype, t[i])``): the weights stay 16-bit in memory, each vector of them
-    converted once per load and used by every row of the register tile. (The input is
-    converted by its padding stage instead: in the loop nest each input element is one
-    broadcast per multiply-add, and a conversion there halved the multiply-adds' rate.)"""
+    converted once per load and used by every row of the register tile. (On CPUs the
+    input is converted by its padding stage instead, :func:`_padded`: in the loop nest
+    each input element is one broadcast per multiply-add, and a conversion there
+    halved the multiply-adds' rate.)"""
 
     def __init__(self, t: te.Tensor, dtype: str) -> None:
         self.t, self.dtype, self.shape, self.ndim = t, dtype, t.shape, t.ndim
@@ -199,7 +210,7 @@ def _direct_conv(x: te.Tensor, w: te.Tensor, attrs: Attrs, shape: Sequence[Dim],
     groups = attrs.get("groups", 1)
     o, cg, kh, kw = w.shape
     strides, pads, dil = _geometry(attrs, kh, kw)
-    xp, w = pad_stage(x, pads, 0.0, tag, acc), WidenedReads(w, acc)
+    xp, w = _padded(x, pads, tag, acc, attrs), WidenedReads(w, acc)
     og = o // groups
     rc, ry, rx = te.reduce_axis(cg, "rc"), te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
 
@@ -222,7 +233,7 @@ def _blocked_conv(x: te.Tensor, w: te.Tensor, attrs: Attrs, shape: Sequence[int]
     block = attrs["block"]
     _, cg, kh, kw = w.shape
     strides, pads, dil = _geometry(attrs, kh, kw)
-    xp, w = pad_stage(x, pads, 0.0, tag, acc), WidenedReads(w, acc)
+    xp, w = _padded(x, pads, tag, acc, attrs), WidenedReads(w, acc)
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
 
     def at(y: Expr, z: Expr) -> tuple[Expr, Expr]:

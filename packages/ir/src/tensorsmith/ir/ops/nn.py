@@ -33,10 +33,10 @@ def _matmul_compute(inputs: list[te.Tensor], attrs: Attrs, out: list[TensorType]
     k = te.reduce_axis(a.shape[-1], "k")
     acc = accumulator(a.dtype)
     out_dtype = a.dtype
-    if acc != a.dtype:
-        # 16-bit A widened by a stage of its own, once per element: in the register
-        # tile each element of A is broadcast to a whole row of multiply-adds, and
-        # converting it there cost a quarter of a BERT layer's products
+    if acc != a.dtype and attrs.get("widen_input"):
+        # 16-bit A widened by a stage of its own, once per element, on CPUs
+        # (passes/precision.py: widen_inputs_first): converted in the register tile, at
+        # every broadcast, it cost a quarter of a BERT layer's products
         a = widened(a, acc, tag)
 
     def element(*idx: Expr) -> Expr:

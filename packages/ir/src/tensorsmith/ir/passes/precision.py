@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import REDUCED_FLOATS
 from ..errors import OptionError
 from ..graph import Graph, Node, Value
 
@@ -58,6 +59,20 @@ def reduce_precision(graph: Graph, dtype: str) -> Graph:
     """Rewrite ``graph`` (in place) to compute in ``dtype`` where it is safe (see the
     module docstring); float64 and non-float tensors are left alone."""
     return _Rewrite(graph, dtype).run()
+
+
+def widen_inputs_first(graph: Graph) -> Graph:
+    """Mark (attribute ``widen_input``) the convolutions and matrix products whose
+    activation is a 16-bit float, so that their kernel converts it to float32 once, by a
+    stage of its own, rather than at every read (ops/conv.py, ops/nn.py). For CPUs
+    (build adds this for the ``cpu`` family): their register tiles broadcast each
+    element of the activation to a row of multiply-adds, and converting it there ran
+    at half their rate. A GPU's products read 16-bit operands directly (cooperative
+    matrices take them as they are), so GPU kernels get no such stage."""
+    for node in graph.nodes:
+        if node.op in ("conv2d", "matmul") and node.inputs[0].dtype in REDUCED_FLOATS:
+            node.attrs = {**node.attrs, "widen_input": True}
+    return graph
 
 
 def runs_reduced(node: Node, reduced: str) -> bool:
