@@ -185,3 +185,15 @@ def test_16_bit_activations_widened_once_on_cpus_only(target: str, widened: bool
     mod, params = from_onnx(MODELS_UNDER_TEST["attention"]())
     tir = build(mod, target=target, params=params, precision="fp16").get_source("tir")
     assert ("_widen" in tir) is widened
+
+
+@pytest.mark.vulkan
+@pytest.mark.parametrize("name", ["attention", "convnet"])
+def test_fp16_with_vulkan_float16_arithmetic(name: str, tmp_path: Path) -> None:
+    """The pass's graphs on Vulkan computing float16 values in float16 registers
+    (``-float16-arithmetic=1``): the float32 sums and float32 ops the pass asks for
+    stay float32 there."""
+    model = MODELS_UNDER_TEST[name]()
+    got, want, _ = _compile_and_run(model, "vulkan -float16-arithmetic=1", "fp16", tmp_path)
+    for out, g, w in zip(model.graph.output, got, want):
+        assert relative_error(g, w) < RTOL["fp16"], f"{name} {out.name}"
