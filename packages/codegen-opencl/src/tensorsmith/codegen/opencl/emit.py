@@ -36,6 +36,7 @@ from tensorsmith.ir.te.stmt import (
     Store,
 )
 from tensorsmith.ir.te.symbols import dim_of, symvar
+from tensorsmith.ir.te.visit import collect_loads, free_vars
 
 from .dtypes import (
     EXTENSIONS,
@@ -68,6 +69,9 @@ _RESERVED = frozenset({
     "isinf", "select"
 }) | _SAME_NAME
 _IDENT = re.compile(r"[^A-Za-z0-9_]")
+#: Most statements a loop under a workgroup-uniform ``if`` in a kernel with barriers is
+#: fully unrolled into (see ``_KernelWriter._skippable_loop``); a larger one stays a loop.
+SKIPPABLE_UNROLL_MAX = 256
 
 
 @dataclass
@@ -144,6 +148,8 @@ class _KernelWriter:
         self.names = _Names()
         self.lines: list[str] = []
         self.depth = 1
+        self.has_barriers = any(isinstance(x, Barrier) for x in _walk(dispatch.body))
+        self.uniform_ifs = 0  # workgroup-uniform ``if``s around the statement being written
 
     # -- kernel ----------------------------------------------------------------------
     def emit(self) -> str:
@@ -199,12 +205,15 @@ class _KernelWriter:
                 value = f"(uchar)({value})"
             self._line(f"{self.names[s.buffer]}[{self.expr(s.index)}] = {value};")
         elif isinstance(s, IfThenElse):
+            uniform = self._uniform(s.cond)
+            self.uniform_ifs += uniform
             self._line(f"if ({self.expr(s.cond)}) {{")
             self._block(s.then)
             if s.otherwise is not None:
                 self._line("} else {")
                 self._block(s.otherwise)
             self._line("}")
+            self.uniform_ifs -= uniform
         elif isinstance(s, Allocate):
             if s.buffer.scope != "shared":
                 self._line(f"{self._memory_type(s.buffer.dtype)} "
@@ -221,7 +230,7 @@ class _KernelWriter:
                 f"loop '{s.var.name}' of {self.func.name} is bound to {s.kind} but is not one "
                 "of the outermost loops of its stage; GPU schedules must bind the outermost "
                 "loops of each stage (see tensorsmith.ir.schedules.gpu)")
-        if s.kind == "unrolled":
+        if s.kind == "unrolled" or self._skippable_loop(s):
             self._line("#pragma unroll")
         var = self.names.bind(s.var, s.var.name)
         extent = f"{s.extent}L" if isinstance(s.extent, int) else self.expr(s.extent)
@@ -233,6 +242,35 @@ class _KernelWriter:
         self.depth += 1
         self.stmt(s)
         self.depth -= 1
+
+    def _uniform(self, cond: Expr) -> bool:
+        """Whether every work-item of a workgroup sees the same value of ``cond``: it
+        reads no local id and no memory (block ids, sizes and serial loops only)."""
+        threads = {id(v) for v in self.dispatch.thread_vars.values()}
+        return (not collect_loads(cond)
+                and not any(id(v) in threads for v in free_vars(cond)))
+
+    def _skippable_loop(self, s: For) -> bool:
+        """Whether loop ``s`` is emitted fully unrolled to keep PoCL from miscompiling it.
+
+        PoCL's kernel compiler (seen with PoCL 3.1 on LLVM 15) gives a loop with a
+        workgroup-uniform trip count implicit barriers when the kernel has barriers
+        (ImplicitLoopBarriers). When a uniform ``if`` can skip such a loop -- the guard
+        ``if (k + 1 < K)`` around a tile's prefetch, te/tiles.py -- and a per-work-item
+        branch (a zero-padding or bounds test of a load) follows the loop before the
+        paths join, its parallel-region formation peels work-item 0 and makes every
+        work-item take work-item 0's side of that branch (``llvm.assume`` of its own
+        condition): a padded conv's prefetched input became all zeros after the first
+        reduction step. Whether the loop survives until then depends on the host CPU
+        (the optimizer unrolls it or not), so it showed on AVX-512 hosts only. A loop
+        fully unrolled here is gone before PoCL's passes run. Other drivers get the
+        same source: the loop writes an invocation's private staging array, which a GPU
+        compiler keeps in registers only once it is unrolled anyway.
+        """
+        if not (self.has_barriers and self.uniform_ifs):
+            return False
+        size = _unrolled_size(s)
+        return size is not None and size <= SKIPPABLE_UNROLL_MAX
 
     # -- expressions -------------------------------------------------------------------
     def expr(self, e: Expr) -> str:
@@ -329,6 +367,30 @@ def _nonnegative(e: Expr) -> bool:
     if isinstance(e, Binary) and e.op in ("add", "mul", "floordiv", "floormod", "max"):
         return _nonnegative(e.a) and _nonnegative(e.b)
     return False
+
+
+def _unrolled_size(s: Stmt) -> int | None:
+    """How many statements ``s`` becomes with every loop in it fully unrolled; None when
+    a loop's extent is known only at run time."""
+    if isinstance(s, For):
+        body = _unrolled_size(s.body)
+        return s.extent * body if isinstance(s.extent, int) and body is not None else None
+    parts: list[Stmt | None] = []
+    if isinstance(s, Seq):
+        parts = list(s.stmts)
+    elif isinstance(s, Allocate):
+        parts = [s.body]
+    elif isinstance(s, IfThenElse):
+        parts = [s.then, s.otherwise]
+    else:
+        return 1
+    total = 0
+    for x in parts:
+        n = _unrolled_size(x) if x is not None else 0
+        if n is None:
+            return None
+        total += n
+    return max(total, 1)
 
 
 def _stored_buffers(s: Stmt) -> set[int]:
