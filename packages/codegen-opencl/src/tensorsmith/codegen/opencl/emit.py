@@ -70,7 +70,8 @@ _RESERVED = frozenset({
 }) | _SAME_NAME
 _IDENT = re.compile(r"[^A-Za-z0-9_]")
 #: Most statements a loop under a workgroup-uniform ``if`` in a kernel with barriers is
-#: fully unrolled into (see ``_KernelWriter._skippable_loop``); a larger one stays a loop.
+#: fully unrolled into (see ``_KernelWriter._skippable_loop``); a larger one stays a loop
+#: and takes the ``if`` inside instead.
 SKIPPABLE_UNROLL_MAX = 256
 
 
@@ -206,6 +207,9 @@ class _KernelWriter:
             self._line(f"{self.names[s.buffer]}[{self.expr(s.index)}] = {value};")
         elif isinstance(s, IfThenElse):
             uniform = self._uniform(s.cond)
+            if uniform and self._holds_a_kept_loop(s):
+                self.stmt(_sink_guard(s.cond, s.then))
+                return
             self.uniform_ifs += uniform
             self._line(f"if ({self.expr(s.cond)}) {{")
             self._block(s.then)
@@ -253,24 +257,37 @@ class _KernelWriter:
     def _skippable_loop(self, s: For) -> bool:
         """Whether loop ``s`` is emitted fully unrolled to keep PoCL from miscompiling it.
 
-        PoCL's kernel compiler (seen with PoCL 3.1 on LLVM 15) gives a loop with a
-        workgroup-uniform trip count implicit barriers when the kernel has barriers
-        (ImplicitLoopBarriers). When a uniform ``if`` can skip such a loop -- the guard
-        ``if (k + 1 < K)`` around a tile's prefetch, te/tiles.py -- and a per-work-item
-        branch (a zero-padding or bounds test of a load) follows the loop before the
-        paths join, its parallel-region formation peels work-item 0 and makes every
-        work-item take work-item 0's side of that branch (``llvm.assume`` of its own
-        condition): a padded conv's prefetched input became all zeros after the first
-        reduction step. Whether the loop survives until then depends on the host CPU
-        (the optimizer unrolls it or not), so it showed on AVX-512 hosts only. A loop
-        fully unrolled here is gone before PoCL's passes run. Other drivers get the
-        same source: the loop writes an invocation's private staging array, which a GPU
-        compiler keeps in registers only once it is unrolled anyway.
+        In a kernel with barriers, PoCL's kernel compiler (seen with PoCL 3.1 on LLVM 15)
+        runs a loop whose trip count every work-item shares with the work-item loop
+        inside it (implicit loop barriers). When such a loop sits under a uniform ``if``
+        -- the guard ``if (k + 1 < K)`` of a tile prefetch, te/tiles.py -- and a
+        per-work-item branch follows it before the paths join (the zero-padding or bounds
+        test of the next load), PoCL peels work-item 0 and makes every work-item take
+        work-item 0's side of that branch (an ``llvm.assume`` of its own condition): the
+        prefetched input of a padded conv became zeros after the first reduction step.
+        Whether the copy loop is still a loop when PoCL's passes run depends on the
+        optimizer (the index arithmetic, the CPU it tunes for); it showed on an AVX-512
+        host and not on an AVX2 one. Unrolled here, there is no loop left to run that
+        way; a loop too large to unroll takes the ``if`` inside it instead
+        (``_holds_a_kept_loop``), so no ``if`` skips it. Other drivers get the same
+        source: in the schedules' code the loops this matches are those prefetch copies
+        into an invocation's private staging array, which GPU compilers keep in
+        registers only when the copy is unrolled.
         """
         if not (self.has_barriers and self.uniform_ifs):
             return False
         size = _unrolled_size(s)
         return size is not None and size <= SKIPPABLE_UNROLL_MAX
+
+    def _holds_a_kept_loop(self, s: IfThenElse) -> bool:
+        """Whether uniform ``s`` of a kernel with barriers holds a loop too large (or too
+        dynamic) to unroll: ``_sink_guard`` then moves the ``if`` into the loop, so that
+        the loop runs on every path and no ``if`` skips it (see ``_skippable_loop``)."""
+        if not self.has_barriers or s.otherwise is not None:
+            return False
+        return any(isinstance(x, For) and not (x.kind == "unrolled" or (
+            (size := _unrolled_size(x)) is not None and size <= SKIPPABLE_UNROLL_MAX))
+            for x in _walk(s.then))
 
     # -- expressions -------------------------------------------------------------------
     def expr(self, e: Expr) -> str:
@@ -367,6 +384,19 @@ def _nonnegative(e: Expr) -> bool:
     if isinstance(e, Binary) and e.op in ("add", "mul", "floordiv", "floormod", "max"):
         return _nonnegative(e.a) and _nonnegative(e.b)
     return False
+
+
+def _sink_guard(cond: Expr, s: Stmt) -> Stmt:
+    """``if (cond) s`` with the ``if`` moved inside ``s``'s loops and sequences: each loop
+    of ``s`` runs whatever ``cond`` is and guards its body instead. Equivalent when
+    ``cond`` reads no memory (nothing in ``s`` can change it)."""
+    if isinstance(s, Seq):
+        return Seq([_sink_guard(cond, x) for x in s.stmts])
+    if isinstance(s, For):
+        return For(s.var, s.extent, s.kind, _sink_guard(cond, s.body))
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _sink_guard(cond, s.body))
+    return IfThenElse(cond, s)
 
 
 def _unrolled_size(s: Stmt) -> int | None:
