@@ -13,6 +13,10 @@ as the text of its size expression, which the runtime evaluates per run.
 Semantics follow the LLVM backend: integer floordiv/floormod round toward minus
 infinity, float max/min propagate NaN, ``round`` rounds half to even, bool values are
 ints 0/1 and bool buffers hold uchar.
+
+In kernels with barriers, no loop is left for a workgroup-uniform ``if`` to skip: such a
+loop is fully unrolled, or takes the ``if`` inside, because PoCL miscompiles the other
+form (``_KernelWriter._skippable_loop`` says how).
 """
 
 from __future__ import annotations
