@@ -150,6 +150,16 @@ def test_default_tile_of_a_large_product() -> None:
     ((64, 64), (64, 64), {"warps_m": 1, "warps_n": 2, "frags_m": 2, "frags_n": 1,
                           "kt": 32, "pad": 16, "raster": 2, "prefetch": 2,
                           "stash_after": 1}),
+    # fragments loaded a step ahead: even and odd step counts, one and two steps
+    # prefetched, over the edges, batched
+    ((64, 64), (64, 64), {"warps_m": 1, "warps_n": 2, "frags_m": 2, "frags_n": 1,
+                          "kt": 16, "preload": 1}),
+    ((70, 40), (40, 72), {"warps_m": 2, "warps_n": 1, "frags_m": 1, "frags_n": 2,
+                          "kt": 16, "preload": 1}),
+    ((70, 56), (56, 72), {"warps_m": 1, "warps_n": 2, "frags_m": 2, "frags_n": 2,
+                          "kt": 16, "preload": 1, "prefetch": 2}),
+    ((2, 64, 48), (48, 64), {"warps_m": 2, "warps_n": 1, "frags_m": 1, "frags_n": 2,
+                             "kt": 16, "preload": 1, "prefetch": 2, "raster": 2}),
 ])
 def test_results_match_numpy(a: tuple[int, ...], b: tuple[int, ...],
                              answers: dict[str, int]) -> None:
@@ -187,13 +197,15 @@ def test_knobs_are_the_tuners_space() -> None:
 
     found = rule_knobs(schedule, outputs)["t0"]
     assert set(found) == {"warps_m", "warps_n", "frags_m", "frags_n", "kt", "tile_lanes",
-                          "pad", "prefetch", "stash_after", "raster"}
+                          "pad", "prefetch", "stash_after", "raster", "preload"}
     with pytest.raises(KnobConflict):  # 4 x 4 subgroups of 4 x 4: 512 invocations
         lowered(inputs, outputs, warps_m=4, warps_n=4, frags_m=4, frags_n=4)
     with pytest.raises(KnobConflict):  # 256 rows in blocks of 32: 8 block rows, not 3k
         lowered(inputs, outputs, warps_m=1, warps_n=1, frags_m=2, frags_n=2, raster=3)
     with pytest.raises(KnobConflict):  # a step of 16 has one sub-step
         lowered(inputs, outputs, kt=16, stash_after=2)
+    with pytest.raises(KnobConflict):  # fragments a step ahead: one sub-step a step
+        lowered(inputs, outputs, kt=32, preload=1)
 
 
 def test_tensorize_checks_its_stage() -> None:
@@ -217,5 +229,8 @@ def test_tensorize_checks_its_stage() -> None:
         s.tensorize("t0", "matrix_product", {**params, "stash_after": 2})
     with pytest.raises(ValueError, match="raster=3 does not divide the 4 block rows of M=64"):
         s.tensorize("t0", "matrix_product", {**params, "raster": 3})
+    with pytest.raises(ValueError, match="preload=1 must be 0 or 1, and 1 needs a step of "
+                       "one sub-step"):
+        s.tensorize("t0", "matrix_product", {**params, "kt": 32, "preload": 1})
     with pytest.raises(ValueError, match=r"parameters \['raster'\] must be positive ints"):
         s.tensorize("t0", "matrix_product", {**params, "raster": 0})

@@ -9,8 +9,9 @@ along M and N (``warps_m``, ``warps_n``), accumulator fragments per subgroup
 (``frags_m``, ``frags_n``), the reduction step (``kt``), whether shared tiles hold
 16-byte words or float16 elements (``tile_lanes``, 8 or 1), the padding of their rows
 (``pad``), steps prefetched into registers (``prefetch``), the sub-steps multiplied
-before the prefetched step is stored (``stash_after``) and the grouping of workgroups
-for L2 reuse (``raster``); te/matrix_lower.py says what each does to the kernel.
+before the prefetched step is stored (``stash_after``), fragments loaded a step ahead
+(``preload``) and the grouping of workgroups for L2 reuse (``raster``);
+te/matrix_lower.py says what each does to the kernel.
 Products this kernel cannot take (float32 operands, sizes known only at run time, K or
 N not a multiple of 8, an operand computed in the kernel) keep the tiled rule of
 gpu_gemm.py, as does every product on a target without cooperative matrices.
@@ -41,7 +42,8 @@ MAX_FRAGMENTS = 16
 class CoopTiles:
     """Subgroups (``warps_m`` x ``warps_n``), fragments per subgroup, reduction step,
     elements per element of the shared tiles, and the pipeline's choices (row padding,
-    steps prefetched, sub-steps before the stash, 0 for all; workgroup grouping)."""
+    steps prefetched, sub-steps before the stash, 0 for all; workgroup grouping; fragments
+    loaded a step ahead)."""
 
     warps_m: int
     warps_n: int
@@ -53,6 +55,7 @@ class CoopTiles:
     prefetch: int = 1
     stash_after: int = 0
     raster: int = 1
+    preload: int = 0
 
 
 #: From the largest block to the smallest. 4x2 subgroups of 4x4 fragments make a 256x128
@@ -80,7 +83,7 @@ def params(shape: MatrixShape, tiles: CoopTiles, subgroup: int) -> dict[str, int
             "warps_n": tiles.warps_n, "frags_m": tiles.frags_m, "frags_n": tiles.frags_n,
             "kt": tiles.kt, "subgroup": subgroup, "pad": tiles.pad, "tile_lanes": tiles.tile_lanes,
             "prefetch": tiles.prefetch, "stash_after": tiles.stash_after or tiles.kt // shape.k,
-            "raster": tiles.raster}
+            "raster": tiles.raster, "preload": tiles.preload}
 
 
 def _fits(st: Stage, shape: MatrixShape, tiles: CoopTiles, resources: GpuResources) -> bool:
@@ -89,6 +92,7 @@ def _fits(st: Stage, shape: MatrixShape, tiles: CoopTiles, resources: GpuResourc
             and tiles.kt % shape.k == 0 and p.pad % 8 == 0
             and p.stash_after <= p.kt // shape.k and p.prefetch in PREFETCH
             and -(-Product(st).m // p.rows) % p.raster == 0
+            and (not p.preload or p.kt == shape.k)
             and (p.rows * p.kt) % (8 * p.threads) == 0 and (p.kt * p.cols) % (8 * p.threads) == 0
             and p.shared_bytes(True) <= resources.shared_bytes)
 
@@ -118,7 +122,8 @@ def ask_tiles(st: Stage, choose: Choose, shape: MatrixShape, d: CoopTiles,
                   choose(st, "pad", d.pad, (8, 16, 24)),
                   choose(st, "prefetch", d.prefetch, PREFETCH),
                   choose(st, "stash_after", d.stash_after, (0, 1, 2, 3)),
-                  choose(st, "raster", d.raster, (1, 2, 4, 8, 16)))
+                  choose(st, "raster", d.raster, (1, 2, 4, 8, 16)),
+                  choose(st, "preload", d.preload, (0, 1)))
     conflict_unless(t == d or _fits(st, shape, t, resources),
                     "the cooperative-matrix tiles exceed a device limit")
     return t

@@ -25,6 +25,13 @@ fragment ``frags_m`` times. The reduction runs in steps of ``kt``:
   run before the registers are stored into shared memory, the rest after: fewer keep
   the prefetched chunks live through fewer multiply-adds (register pressure of large
   steps), more leave more time for their global loads;
+* ``preload`` 1 (for a step of one sub-step, ``kt == k``) moves each step's fragment
+  loads ahead of the previous step's multiply-adds, past the barrier: a step stores the
+  next step's chunks, requests a later step's, waits at the barrier, requests the next
+  step's fragments (into a second fragment set) and only then multiplies its own, so
+  the shared-memory loads after the barrier overlap arithmetic instead of stalling it.
+  Still one barrier a step and two halves: the half a step stores into was last read
+  by fragment loads before the previous barrier;
 * ``raster`` > 1 orders the workgroups in groups of ``raster`` block rows, column by
   column within a group, so the workgroups running together share their A and B
   blocks in the GPU's L2 cache (the workgroup grid is left as it is, its linear index
@@ -75,7 +82,7 @@ PARAMS = ("m", "n", "k", "warps_m", "warps_n", "frags_m", "frags_n", "kt", "subg
           "tile_lanes")
 #: Optional parameters (positive ints when given) and their values when not given;
 #: ``stash_after`` defaults to all of a step's ``kt // k`` sub-steps.
-OPTIONAL = {"prefetch": 1, "stash_after": None, "raster": 1}
+OPTIONAL = {"prefetch": 1, "stash_after": None, "raster": 1, "preload": 0}
 #: Steps held in registers ahead of the multiply-adds.
 PREFETCH = (1, 2)
 #: Elements of a shared tile's element: a 16-byte word, or one float16.
@@ -154,7 +161,7 @@ def check_tensorize(st: Stage, intrinsic: str, params: dict[str, Any]) -> None:
                          + ", ".join(INTRINSICS))
     missing = [p for p in PARAMS if not isinstance(params.get(p), int) or params[p] < 1]
     missing += [p for p in OPTIONAL if p in params and (not isinstance(params[p], int)
-                                                        or params[p] < 1)]
+                                                        or params[p] < (p != "preload"))]
     if missing:
         raise ValueError(f"tensorize {st.name}: parameters {missing} must be positive ints")
     product = Product(st)
@@ -177,6 +184,9 @@ def check_tensorize(st: Stage, intrinsic: str, params: dict[str, Any]) -> None:
     if p.stash_after > p.kt // p.k:
         raise ValueError(f"tensorize {st.name}: stash_after={p.stash_after} exceeds the "
                          f"{p.kt // p.k} sub-steps of a step")
+    if p.preload not in (0, 1) or (p.preload and p.kt != p.k):
+        raise ValueError(f"tensorize {st.name}: preload={p.preload} must be 0 or 1, and 1 "
+                         f"needs a step of one sub-step (kt={p.kt}, k={p.k})")
     blocks_m = -(-product.m // p.rows)
     if blocks_m % p.raster:
         raise ValueError(f"tensorize {st.name}: raster={p.raster} does not divide the "
@@ -198,6 +208,7 @@ class Params:
         self.prefetch = params.get("prefetch", OPTIONAL["prefetch"])
         self.stash_after = params.get("stash_after") or self.kt // self.k
         self.raster = params.get("raster", OPTIONAL["raster"])
+        self.preload = params.get("preload", OPTIONAL["preload"])
 
     @property
     def rows(self) -> int:
@@ -272,8 +283,11 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
     per_chunk = CHUNK // lanes
     acc = Fragment(f"{st.name}.acc", (p.frags_m * p.frags_n,), ACC_DTYPE, "fragment",
                    "accumulator", p.m, p.n)
-    fa = Fragment(f"{st.name}.a", (p.frags_m,), INPUT_DTYPE, "fragment", "a", p.m, p.k)
-    fb = Fragment(f"{st.name}.b", (p.frags_n,), INPUT_DTYPE, "fragment", "b", p.k, p.n)
+    fsets = 2 if p.preload else 1
+    fa = Fragment(f"{st.name}.a", (fsets * p.frags_m,), INPUT_DTYPE, "fragment", "a", p.m,
+                  p.k)
+    fb = Fragment(f"{st.name}.b", (fsets * p.frags_n,), INPUT_DTYPE, "fragment", "b", p.k,
+                  p.n)
     per_a = p.rows * p.kt // CHUNK // p.threads
     per_b = p.kt * p.cols // CHUNK // p.threads
     per_set = per_a + per_b
@@ -310,21 +324,32 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
                              r2 + (at + per_a))
         return Seq([For(r, per_a, "unrolled", a_store), For(r2, per_b, "unrolled", b_store)])
 
-    def multiply(half: Expr, first: int, last: int) -> Stmt:
-        """Sub-steps ``first`` to ``last`` (excluded) of the step in half ``half``."""
-        kk_, fi, fj = Var("kk"), Var("fi"), Var("fj")
-        kk = kk_ + first if first else kk_
+    def load_fragments(half: Expr, kk: Expr, fset: int = 0) -> Stmt:
+        """Sub-step ``kk``'s A and B fragments of the step in half ``half`` into fragment
+        set ``fset``."""
+        fi, fj = Var("fi"), Var("fj")
         a_at = (half * a_half + (wm * (p.frags_m * p.m) + fi * p.m) * a_row
                 + kk * (p.k // lanes))
         b_at = (half * b_half + kk * p.k * b_row + wn * (p.frags_n * p.n // lanes)
                 + fj * (p.n // lanes))
-        fi2, fj2 = Var("fi"), Var("fj")
-        loads = Seq([
-            For(fi, p.frags_m, "unrolled", FragmentLoad(fa, fi, a_smem, a_at, a_row)),
-            For(fj, p.frags_n, "unrolled", FragmentLoad(fb, fj, b_smem, b_at, b_row)),
-            For(fi2, p.frags_m, "unrolled", For(fj2, p.frags_n, "unrolled", FragmentMulAdd(
-                acc, fi2 * p.frags_n + fj2, fa, fi2, fb, fj2)))])
-        return For(kk_, last - first, "unrolled", loads)
+        return Seq([
+            For(fi, p.frags_m, "unrolled", FragmentLoad(fa, _plus(fi, fset * p.frags_m),
+                                                        a_smem, a_at, a_row)),
+            For(fj, p.frags_n, "unrolled", FragmentLoad(fb, _plus(fj, fset * p.frags_n),
+                                                        b_smem, b_at, b_row))])
+
+    def multiply_adds(fset: int = 0) -> Stmt:
+        """Every accumulator += its A fragment x its B fragment of set ``fset``."""
+        fi, fj = Var("fi"), Var("fj")
+        return For(fi, p.frags_m, "unrolled", For(fj, p.frags_n, "unrolled", FragmentMulAdd(
+            acc, fi * p.frags_n + fj, fa, _plus(fi, fset * p.frags_m), fb,
+            _plus(fj, fset * p.frags_n))))
+
+    def multiply(half: Expr, first: int, last: int) -> Stmt:
+        """Sub-steps ``first`` to ``last`` (excluded) of the step in half ``half``."""
+        kk = Var("kk")
+        return For(kk, last - first, "unrolled", Seq([
+            load_fragments(half, _plus(kk, first)), multiply_adds()]))
 
     def one_step(half: Expr, ahead: Expr, regs_at: int, refill: int) -> Stmt:
         """The step in half ``half``: registers ``refill`` on take step ``ahead``,
@@ -338,19 +363,36 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
 
     scratch = None if direct else Buffer(
         f"{st.name}.C_shared", (p.warps_m * p.warps_n * p.m * p.n,), ACC_DTYPE, "shared")
+    def preloading_step(ko: Expr, parity: int) -> Stmt:
+        """Step ``ko`` (of ``parity``) with its fragments already loaded (set
+        ``parity``): the next step's chunks stored, a later step's requested, the
+        barrier, the next step's fragments requested (set ``1 - parity``), then the
+        multiply-adds, which the fragment loads overlap."""
+        regs_at = (1 - parity) % p.prefetch * per_set
+        return Seq([stash(const(1 - parity), regs_at), fetch(ko + 1 + p.prefetch, regs_at),
+                    Barrier(), load_fragments(const(1 - parity), const(0), 1 - parity),
+                    multiply_adds(parity)])
+
     ko = Var("ko")
     prologue: list[Stmt] = [fetch(const(0)), stash(const(0))]
-    if p.prefetch == 1:
-        main: Stmt = For(ko, steps, "serial", one_step(ko % 2, ko + 1, 0, 0))
+    if p.preload:  # see the module docstring; the loop unrolled by two (fragment sets)
+        prologue += [fetch(const(j), j % p.prefetch * per_set)
+                     for j in range(1, p.prefetch + 1)]
+        prologue += [Barrier(), load_fragments(const(0), const(0), 0)]
+        main: Stmt = For(ko, -(-steps // 2), "serial", Seq([
+            preloading_step(ko * 2, 0), preloading_step(ko * 2 + 1, 1)]))
+    elif p.prefetch == 1:
+        prologue.append(Barrier())
+        main = For(ko, steps, "serial", one_step(ko % 2, ko + 1, 0, 0))
     else:  # two register sets, alternating: the loop unrolled by two
-        prologue.append(fetch(const(1), per_set))
+        prologue += [fetch(const(1), per_set), Barrier()]
         s0, s1 = ko * 2, ko * 2 + 1
         main = For(ko, -(-steps // 2), "serial", Seq([
             one_step(const(0), s0 + 2, per_set, 0),
             one_step(const(1), s1 + 2, 0, per_set)]))
     f = Var("f")
     init = For(f, p.frags_m * p.frags_n, "unrolled", FragmentFill(acc, f, 0.0))
-    body: Stmt = Seq([init, *prologue, Barrier(), main,
+    body: Stmt = Seq([init, *prologue, main,
                       _write_back(low, st, product, p, out, acc, scratch,
                                   (bz, row0, col0, wm, wn, warp, lane))])
     for buf in (regs, fb, fa, acc, b_smem, a_smem, *([scratch] if scratch else [])):
