@@ -160,6 +160,7 @@ def test_default_tile_of_a_large_product() -> None:
                           "kt": 16, "preload": 1, "prefetch": 2}),
     ((2, 64, 48), (48, 64), {"warps_m": 2, "warps_n": 1, "frags_m": 1, "frags_n": 2,
                              "kt": 16, "preload": 1, "prefetch": 2, "raster": 2}),
+    ((40, 16), (16, 56), {"preload": 1, "prefetch": 2}),  # a single step
     # bench/gpu_coop.py's blocks with their knobs: the default's with all of them (2 x 2
     # blocks, 3 steps), the step of 32 stored after its first sub-step
     ((512, 48), (48, 256), {"warps_m": 4, "warps_n": 2, "frags_m": 4, "frags_n": 4,
