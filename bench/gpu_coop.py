@@ -28,48 +28,24 @@ import numpy as np
 
 N = 4096
 COOP_TARGET = "vulkan -cooperative-matrix=16x16x16 -subgroup-size=32 -shared-memory=49152"
-#: Variants (knob -> value, the rest the default's: 4x2 subgroups of 4x4 fragments, k 16,
-#: 0.619 ms on an H100) built next to the default, each named for what it tests, so one
-#: run tells which change helps (te/matrix_lower.py describes each knob):
-#:
-#: * ``k32_w2x2_f4x4``: the block whose step of 32 measured 2.16 ms against 0.76 with 16
-#:   (too many live registers, see ``stash1``); kept as the reference of the next one;
-#: * ``k32_w2x2_f4x4_stash1``: the same, the prefetched chunks stored after the first
-#:   of the two sub-steps, so they and the second sub-step's fragments are never live
-#:   together; ``..._raster8``: with the L2 grouping too;
-#: * ``raster4``, ``raster8``: workgroups in groups of 4 or 8 block rows (L2 reuse);
-#: * ``prefetch2``: two steps held in registers (global latency over two steps);
-#: * ``preload``: fragments requested before the previous step's multiply-adds (shared
-#:   latency after the barrier hidden); ``preload_w2x4_f4x2``: the same on a block of
-#:   half the accumulators (64 registers), in case 128 plus two fragment sets spill;
-#: * ``preload_raster8``, ``preload_prefetch2``: pairs;
-#: * ``all``: preload, two steps prefetched, raster 8; ``all_w2x4_f4x4``,
-#:   ``all_w2x2_f4x4``: the same on the other blocks of 4x4 fragments (0.654 and 0.757
-#:   ms as they were); ``all_w2x4_f4x2``: on the first default's block (0.777 ms), whose
-#:   64 accumulator registers let two workgroups share a multiprocessor, each running
-#:   while the other waits at its barrier.
-_DEFAULT = {"warps_m": 4, "warps_n": 2, "frags_m": 4, "frags_n": 4, "kt": 16}
-_W2X2_K32 = {"warps_m": 2, "warps_n": 2, "frags_m": 4, "frags_n": 4, "kt": 32}
+#: Variants (knob -> value) built next to the default, each named for what it tests,
+#: with its H100 TFLOP/s at 4096^3 in a comment (te/matrix_lower.py describes the knobs:
+#: ``preload`` requests a step's fragments before the previous step's multiply-adds,
+#: ``prefetch`` holds that many steps in registers, ``raster`` groups workgroups by block
+#: rows for L2 reuse, ``tile_lanes`` 1 keeps float16 elements in the shared tiles).
+_W2X4 = {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 4, "kt": 16}
 _ALL = {"preload": 1, "prefetch": 2, "raster": 8}
 VARIANTS: dict[str, dict[str, int]] = {
-    "k32_w2x2_f4x4": _W2X2_K32,
-    "k32_w2x2_f4x4_stash1": {**_W2X2_K32, "stash_after": 1},
-    "k32_w2x2_f4x4_stash1_raster8": {**_W2X2_K32, "stash_after": 1, "raster": 8},
-    "raster4": {**_DEFAULT, "raster": 4},
-    "raster8": {**_DEFAULT, "raster": 8},
-    "prefetch2": {**_DEFAULT, "prefetch": 2},
-    "preload": {**_DEFAULT, "preload": 1},
-    "preload_w2x4_f4x2": {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 2, "kt": 16,
-                          "preload": 1},
-    "preload_raster8": {**_DEFAULT, "preload": 1, "raster": 8},
-    "preload_prefetch2": {**_DEFAULT, "preload": 1, "prefetch": 2},
-    "all": {**_DEFAULT, **_ALL},
-    "all_w2x4_f4x4": {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 4, "kt": 16,
-                      **_ALL},
-    "all_w2x2_f4x4": {"warps_m": 2, "warps_n": 2, "frags_m": 4, "frags_n": 4, "kt": 16,
-                      **_ALL},
-    "all_w2x4_f4x2": {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 2, "kt": 16,
-                      **_ALL},
+    "w2x4_f4x4_plain": {**_W2X4, "preload": 0, "prefetch": 1, "raster": 1},  # 210
+    "w2x4_preload_raster8": {**_W2X4, "preload": 1, "prefetch": 1, "raster": 8},  # 264
+    "w2x4_all_halves": {**_W2X4, **_ALL, "tile_lanes": 1},  # 231
+    "w4x2_f4x4": {**_W2X4, "warps_m": 4, "warps_n": 2, "preload": 0, "prefetch": 1,
+                  "raster": 1},  # 222
+    "w4x2_f4x4_all": {**_W2X4, **_ALL, "warps_m": 4, "warps_n": 2},  # 236
+    "w2x4_f4x2_k32": {**_W2X4, "frags_n": 2, "kt": 32, "preload": 0, "prefetch": 1,
+                      "raster": 1},  # 177, the first default
+    "w2x2_f4x4_k32": {**_W2X4, "warps_n": 2, "kt": 32, "preload": 0, "prefetch": 1,
+                      "raster": 1},  # 64: 16 accumulators and two sub-steps spill
 }
 TOLERANCE = 2e-3
 

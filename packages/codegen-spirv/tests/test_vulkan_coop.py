@@ -133,17 +133,17 @@ def test_disassembly_of_the_kernel() -> None:
         "OpTypeCooperativeMatrixKHR %float %uint_3 %uint_16 %uint_16 %uint_2",
     ]:
         assert line in text, line
-    # the shared tiles hold 16-byte words: 2 steps x 256 rows x (16 + 8) halves for A,
-    # 2 x 16 x (128 + 8) for B; one word per chunk stored
-    assert "OpTypeArray %v4uint %uint_1536" in text and "OpTypeArray %v4uint %uint_544" in text
-    # fragments load row-major (0) from them, the row stride in words (24 / 8, 136 / 8),
+    # the shared tiles hold 16-byte words: 2 steps x 128 rows x (16 + 8) halves for A,
+    # 2 x 16 x (256 + 8) for B; one word per chunk stored
+    assert "OpTypeArray %v4uint %uint_768" in text and "OpTypeArray %v4uint %uint_1056" in text
+    # fragments load row-major (0) from them, the row stride in words (24 / 8, 264 / 8),
     # visible to the workgroup after the barrier
     assert "%uint_0 %uint_3 MakePointerVisible|NonPrivatePointer %uint_2" in text
-    assert "%uint_0 %uint_17 MakePointerVisible|NonPrivatePointer %uint_2" in text
+    assert "%uint_0 %uint_33 MakePointerVisible|NonPrivatePointer %uint_2" in text
     # results stored row-major, C's row stride (4096 float16 elements), after conversion
     assert "OpCooperativeMatrixStoreKHR" in text and "%uint_0 %uint_4096" in text
     assert "OpFConvert" in text
-    assert text.count("OpCooperativeMatrixMulAddKHR") == 16  # 1 sub-step x 4 x 4 fragments
+    assert text.count("OpCooperativeMatrixMulAddKHR") == 32  # 4 x 4 fragments, 2 sets
 
 
 def test_artifact_is_refused_without_cooperative_matrices(tmp_path: Path) -> None:

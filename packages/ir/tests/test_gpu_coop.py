@@ -100,12 +100,13 @@ def test_default_tile_of_a_large_product() -> None:
     assert s.steps[0].kind == "tensorize"
     params = s.steps[0].args[1]
     assert (params["warps_m"], params["warps_n"], params["frags_m"], params["frags_n"],
-            params["kt"]) == (4, 2, 4, 4, 16)
+            params["kt"], params["preload"], params["prefetch"], params["raster"]
+            ) == (2, 4, 4, 4, 16, 1, 2, 8)
     muladds = [x for x in walk_stmts(func.body) if isinstance(x, FragmentMulAdd)]
-    assert len(muladds) == 1  # in unrolled loops: 1 x (4 x 4) per step
+    assert len(muladds) == 2  # in unrolled loops, 4 x 4 per step: one per fragment set
     text = str(func)
     assert "for threadIdx.x t in 0..256:" in text
-    assert "for blockIdx.y by in 0..16:" in text and "for blockIdx.x bx in 0..32:" in text
+    assert "for blockIdx.y by in 0..32:" in text and "for blockIdx.x bx in 0..16:" in text
     assert "C_shared" not in text  # the fast path: no scratch, no guards
 
 
