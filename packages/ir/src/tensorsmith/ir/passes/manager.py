@@ -44,10 +44,13 @@ def default_pipeline(opt_level: int = 2) -> PassManager:
     from .cse import eliminate_common_subexpressions
     from .dce import eliminate_dead_code
     from .fold_constants import fold_constants
+    from .integer_products import integer_products
     from .merge_matmuls import merge_parallel_matmuls
     from .simplify import simplify_graph
 
     pm = PassManager(opt_level)
+    # before folding, which would multiply int8 weights by their scales into float32
+    pm.add("integer_products", integer_products, 1)
     pm.add("fold_constants", fold_constants, 1)
     pm.add("simplify", simplify_graph, 2)
     pm.add("fold_constants", fold_constants, 2)
