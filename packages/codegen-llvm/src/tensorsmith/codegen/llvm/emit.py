@@ -103,9 +103,11 @@ def _unsigned(dtype: str) -> bool:
 class KernelEmitter:
     """Emits one PrimFunc into an LLVM module."""
 
-    def __init__(self, module: ir.Module, func: PrimFunc, fast_math: bool = True) -> None:
+    def __init__(self, module: ir.Module, func: PrimFunc, fast_math: bool = True,
+                 dot_width: int = 0) -> None:
         self.module = module
         self.func = func
+        self.dot_width = dot_width  # lanes of the target's vpdpbusd, 0: none (dot4.py)
         self.flags = _NO_NAN_FLAGS if fast_math else ()
         self.vars: dict[int, ir.Value] = {}
         self.sizes: dict[str, ir.Value] = {}  # run-time size name -> its value
@@ -272,7 +274,8 @@ class KernelEmitter:
         ib.call(impl, [args, *pointers, begin, end, *values])
         ib.ret_void()
 
-        inner = KernelEmitter(self.module, self.func, fast_math=bool(self.flags))
+        inner = KernelEmitter(self.module, self.func, fast_math=bool(self.flags),
+                              dot_width=self.dot_width)
         inner.outlined = self.outlined * 100
         jb = ir.IRBuilder(impl.append_basic_block("entry"))
         inner.args_value = impl.args[0]  # for a parallel loop nested in this one
@@ -539,10 +542,13 @@ def _ident(name: str) -> str:
     return "".join(c if c.isalnum() or c in "._" else "_" for c in name)
 
 
-def emit_module(funcs: list[PrimFunc], name: str = "tensorsmith") -> ir.Module:
+def emit_module(funcs: list[PrimFunc], name: str = "tensorsmith", dot_width: int = 0
+                ) -> ir.Module:
+    """``funcs`` as one module; ``dot_width`` is the lanes of the target's ``vpdpbusd``
+    (dot4.dot_width; 0 where it has none: integer dots then widen to 16 bits)."""
     module = ir.Module(name=name)
     for f in funcs:
-        KernelEmitter(module, f).emit()
+        KernelEmitter(module, f, dot_width=dot_width).emit()
     return module
 
 

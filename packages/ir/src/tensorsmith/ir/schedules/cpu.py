@@ -562,8 +562,10 @@ class CpuRules:
         lanes = op.axes[4].extent
         rows, cblocks = blocked_tile(self.res, st)
         dense = cblocks > 0
+        # (an integer convolution's weight has a fifth axis: its dots, ops/integer.py)
         weight = next((t.name for t in input_tensors(st.tensor)[1:]
-                       if t.op is None and t.ndim == 4 and t.name in self.constants), None)
+                       if t.op is None and t.ndim in (4, 5) and t.name in self.constants),
+                      None)
         shape = self.tile_shape(st, 3, weight=weight)
         vec = self.vec_knob(st, lanes, lanes)
         order = "rows_first" if dense and pixels_outer(self.res, st) else "natural"
@@ -697,7 +699,7 @@ class CpuRules:
             max(reduce, key=lambda n: extent[n]),
             tuple(itertools.permutations(reduce))[:6],
             epilogue_consumer(st, self.out_ids, self.readers), weight, operand(panel),
-            operand(row_panel))
+            operand(row_panel), rank.get(weight, 4) if weight is not None else 4)
 
     def vec_knob(self, st: Stage, vec: int, cols: int) -> int:
         """The register tile's lanes per row (``vec``), asked once: a rule may size other

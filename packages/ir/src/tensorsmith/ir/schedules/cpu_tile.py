@@ -58,6 +58,7 @@ class TileShape:
     weight: str | None = None  # a convolution's weight, stored for lanes over channels
     panel: Operand | None = None  # a product's B, stored as panels when packed
     row_panel: Operand | None = None  # a product's A, stored as row panels when packed
+    weight_rank: int = 4  # 5: an integer convolution's [O, C / 4, KH, KW, 4]
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,10 @@ def build_tile(s: Schedule, shape: TileShape, t: Tile) -> bool:
             spatial[2:4] = [s.fuse(st, spatial[2], spatial[3])]
             row_axis = spatial[2]
         if shape.weight is not None:
-            s.layout(st, shape.weight, (0, 2, 3, 4, 1), (0, shape.extent[spatial[-1]]))
+            # (an integer convolution's four dot steps stay last: [O / b, C / 4, KH, KW,
+            # b, 4], each block's dot one contiguous 4 x b bytes)
+            dots = (5,) if shape.weight_rank == 5 else ()
+            s.layout(st, shape.weight, (0, 2, 3, 4, 1, *dots), (0, shape.extent[spatial[-1]]))
         if t.cblocks > 1:
             spatial[1], block_inner = split_or_keep(s, st, spatial[1], shape.extent[spatial[1]],
                                                     t.cblocks)
