@@ -15,11 +15,12 @@ values (LLVM selects ``vpmaddwd`` for the first); ``vpmaddubsw`` is not used: it
 saturates its 16-bit pair sums.
 
 :func:`dot_width` reads the lanes of the target's ``vpdpbusd`` from its features (the
-codegen plug-in resolves them, target_options.py); 0 means none.
+codegen plug-in resolves them, cpu_features.py); 0 means none.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -38,10 +39,11 @@ DOT = 4
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 
 
-def dot_width(attrs: str) -> int:
-    """The 32-bit lanes of the widest ``vpdpbusd`` in an LLVM feature string (``+avx512vnni,
-    ...``): 16 with AVX512-VNNI, 8 with AVX-VNNI (or AVX512-VNNI and VL), else 0."""
-    on = {a[1:] for a in attrs.split(",") if a.startswith("+")}
+def dot_width(features: Collection[str]) -> int:
+    """The 32-bit lanes of the widest ``vpdpbusd`` among a target's extensions (LLVM's
+    names, cpu_features.compiled_features): 16 with AVX512-VNNI, 8 with AVX-VNNI, else
+    0."""
+    on = set(features)
     if "avx512vnni" in on and "avx512f" in on:
         return 16
     if "avxvnni" in on:
@@ -154,10 +156,12 @@ def _key(e: Expr) -> object:
 
 def emit(ve: VectorEmitter, d: Dot4) -> ir.Value | None:
     """The accumulated vector of ``d`` over the loop's lanes, or None where this form
-    cannot emit it (a masked tail, whose weight bytes past the last lane may lie past
-    the buffer; a lane count that is no whole number of registers)."""
+    cannot emit it (a lane count that is no whole number of registers, without VNNI no
+    power of two). Under a split's tail mask the weight bytes are a masked load (those
+    past the last lane may lie past the buffer); the activation's four bytes are the
+    same for every lane, so inside the buffer whenever a lane runs."""
     width, lanes = ve.em.dot_width, ve.lanes
-    if getattr(ve, "mask", None) is not None:
+    if not (width and lanes % width == 0) and lanes & (lanes - 1):
         return None
     b = ve.b
     acc = ve.expr(d.acc)
@@ -165,14 +169,25 @@ def emit(ve: VectorEmitter, d: Dot4) -> ir.Value | None:
     x_addr = ve.em._address(b, d.x.buffer, d.x.indices[0])  # type: ignore[arg-type]
     w_addr = ve.em._address(b, d.w.buffer, d.w.indices[0])  # type: ignore[arg-type]
     x4 = b.load(b.bitcast(x_addr, I32.as_pointer()), typ=I32, align=1)
-    w = b.load(b.bitcast(w_addr, ir.VectorType(I8, DOT * lanes).as_pointer()),
-               typ=ir.VectorType(I8, DOT * lanes), align=1)
+    w = _weight_bytes(ve, w_addr)
     xs = ve.splat(x4, ir.VectorType(I32, lanes))
     if width and lanes % width == 0:
         return _vnni(ve, acc, xs, b.bitcast(w, ir.VectorType(I32, lanes)), width)
-    if lanes & (lanes - 1):
-        return None
     return b.add(acc, _widened(ve, b.bitcast(xs, ir.VectorType(I8, DOT * lanes)), w))
+
+
+def _weight_bytes(ve: VectorEmitter, addr: ir.Value) -> ir.Value:
+    """The ``4 x lanes`` weight bytes at ``addr``: one load, masked by lane under a tail
+    mask (each lane's bit for its four bytes)."""
+    b, vty = ve.b, ir.VectorType(I8, DOT * ve.lanes)
+    mask = getattr(ve, "mask", None)
+    if mask is None:
+        return b.load(b.bitcast(addr, vty.as_pointer()), typ=vty, align=1)
+    wide = b.shuffle_vector(mask, ir.Constant(mask.type, ir.Undefined), vector(
+        ir.VectorType(I32, DOT * ve.lanes), [i // DOT for i in range(DOT * ve.lanes)]))
+    fn = ve._masked("load", vty, ir.FunctionType(vty, [addr.type, I32, wide.type, vty]),
+                    lanes=DOT * ve.lanes)
+    return b.call(fn, [addr, ir.Constant(I32, 1), wide, ir.Constant(vty, None)])
 
 
 def _vnni(ve: VectorEmitter, acc: ir.Value, xs: ir.Value, w: ir.Value, width: int
