@@ -1,0 +1,191 @@
+"""int8 QDQ models through the full stack on every target, against ONNX Runtime.
+
+A small convolutional net (a 3-channel strided stem, 3x3 convolutions with a residual
+add, max pooling, a 1x1 convolution, a depthwise one, global pooling, a Gemm) and an MLP
+(MatMul + Add, Gemm with a transposed weight, MatMul) are quantized by ONNX Runtime's own
+tool (QDQ, int8 per-channel weights; uint8 and int8 activations). tensorsmith computes
+their dense convolutions and products with integer ops (passes/integer_products.py);
+the result must be within one quantization step of the output of ONNX Runtime with its
+graph optimizations off (ONNX's QDQ semantics: float compute of the dequantized
+values). On the CPU, the integer weights are stored as int8.
+"""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from model_testing import device_of
+from onnx import TensorProto, helper, numpy_helper
+
+import tensorsmith.runtime as rt
+from tensorsmith.frontend.onnx import from_onnx
+from tensorsmith.ir import Target, build
+from tensorsmith.ir.build import fused_groups
+
+rng = np.random.default_rng(21)
+
+
+def _init(name: str, *shape: int, scale: float = 0.2) -> onnx.TensorProto:
+    return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32),
+                                   name)
+
+
+def conv_net() -> onnx.ModelProto:
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        node("Relu", ["c0"], ["r0"]),
+        node("Conv", ["r0", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        node("Relu", ["c1"], ["r1"]),
+        node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        node("Add", ["c2", "r0"], ["s2"]), node("Relu", ["s2"], ["r2"]),
+        node("MaxPool", ["r2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+        node("Conv", ["p2", "w3", "b3"], ["c3"]), node("Relu", ["c3"], ["r3"]),
+        node("Conv", ["r3", "w4", "b4"], ["c4"], pads=[1, 1, 1, 1], group=32),
+        node("Relu", ["c4"], ["r4"]),
+        node("GlobalAveragePool", ["r4"], ["gp"]), node("Flatten", ["gp"], ["f"]),
+        node("Gemm", ["f", "wf", "bf"], ["y"], transB=1)]
+    inits = [_init("w0", 16, 3, 3, 3), _init("b0", 16, scale=0.1),
+             _init("w1", 16, 16, 3, 3, scale=0.1), _init("b1", 16, scale=0.1),
+             _init("w2", 16, 16, 3, 3, scale=0.1), _init("b2", 16, scale=0.1),
+             _init("w3", 32, 16, 1, 1), _init("b3", 32, scale=0.1),
+             _init("w4", 32, 1, 3, 3), _init("b4", 32, scale=0.1),
+             _init("wf", 10, 32), _init("bf", 10, scale=0.1)]
+    graph = helper.make_graph(
+        nodes, "conv_net", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                          [1, 3, 32, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def mlp() -> onnx.ModelProto:
+    node = helper.make_node
+    nodes = [node("MatMul", ["x", "w1"], ["m1"]), node("Add", ["m1", "b1"], ["a1"]),
+             node("Relu", ["a1"], ["r1"]),
+             node("Gemm", ["r1", "w2", "b2"], ["g2"], transB=1), node("Relu", ["g2"], ["r2"]),
+             node("MatMul", ["r2", "w3"], ["y"])]
+    inits = [_init("w1", 256, 192), _init("b1", 192, scale=0.1), _init("w2", 128, 192),
+             _init("b2", 128, scale=0.1), _init("w3", 128, 10)]
+    graph = helper.make_graph(
+        nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 10])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+MODELS = {"conv_net": (conv_net, {"qconv2d": 3, "conv2d": 2, "qmatmul": 1}),
+          "mlp": (mlp, {"qmatmul": 3})}
+ACTIVATIONS = ["uint8", "int8"]
+
+
+def _shape(model: onnx.ModelProto) -> tuple[int, ...]:
+    return tuple(d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim)
+
+
+@pytest.fixture(scope="module")
+def quantized(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
+    """Each model quantized by ONNX Runtime for each activation type (QDQ files)."""
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    folder = tmp_path_factory.mktemp("quantized")
+    out = {}
+    for name, (make, _) in MODELS.items():
+        model = make()
+        source = folder / f"{name}.onnx"
+        onnx.save(model, source)
+        shape = _shape(model)
+        for activation in ACTIVATIONS:
+
+            class Reader(CalibrationDataReader):
+                def __init__(self) -> None:
+                    seeds = np.random.default_rng(5)
+                    self.feeds = iter([{"x": seeds.standard_normal(shape).astype(np.float32)}
+                                       for _ in range(8)])
+
+                def get_next(self) -> dict[str, np.ndarray] | None:
+                    return next(self.feeds, None)
+
+            target = folder / f"{name}_{activation}.onnx"
+            quantize_static(str(source), str(target), Reader(), quant_format=QuantFormat.QDQ,
+                            per_channel=True, weight_type=QuantType.QInt8,
+                            activation_type=QuantType.QUInt8 if activation == "uint8"
+                            else QuantType.QInt8)
+            out[name, activation] = target
+    return out
+
+
+def _output_step(model: onnx.ModelProto) -> float:
+    """The scale of the QuantizeLinear whose DequantizeLinear gives the graph's output."""
+    init = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    by_output = {o: n for n in model.graph.node for o in n.output}
+    dq = by_output[model.graph.output[0].name]
+    assert dq.op_type == "DequantizeLinear", dq.op_type
+    return float(init[dq.input[1]].reshape(-1)[0])
+
+
+def _reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)[0]
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_within_one_quantization_step_of_onnxruntime(
+        name: str, activation: str, target: str, quantized: dict[tuple[str, str], Path],
+        tmp_path: Path) -> None:
+    model = onnx.load(quantized[name, activation])
+    graph, params = from_onnx(model)
+    artifact = tmp_path / f"{name}{Target.parse(target).info.suffix}"
+    build(graph, target=target, params=params).export_library(artifact)
+    step = _output_step(model)
+    feeds_rng = np.random.default_rng(9)
+    with rt.load(artifact, device=device_of(target)) as module:
+        for _ in range(3):
+            feeds = {"x": feeds_rng.standard_normal(_shape(model)).astype(np.float32)}
+            got = module.run(feeds)[0]
+            want = _reference(model, feeds)
+            assert got.shape == want.shape
+            steps = float(np.max(np.abs(got - want))) / step
+            assert steps <= 1.0 + 1e-3, f"{name} ({activation}) on {target}: {steps:.2f} steps"
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_dense_layers_compute_in_integers(name: str,
+                                          quantized: dict[tuple[str, str], Path]) -> None:
+    """What is computed in integers, on each kind of target (the CPU's graph is the
+    channel-blocked one): dense convolutions and products; the stem's 3 channels and the
+    depthwise convolution stay in float."""
+    graph, params = from_onnx(onnx.load(quantized[name, "uint8"]))
+    for target in ("llvm", "vulkan"):
+        optimized, _, _ = fused_groups(graph.copy(), params, target=target)
+        counted = collections.Counter(n.op for n in optimized.nodes if "conv" in n.op
+                                      or "matmul" in n.op)
+        assert dict(counted) == MODELS[name][1], (target, counted)
+
+
+def test_integer_weights_are_stored_as_int8(quantized: dict[tuple[str, str], Path],
+                                            tmp_path: Path) -> None:
+    """The MLP's weights (its 84 KiB of float32 matrices): int8 in the artifact's weights,
+    a quarter of the bytes plus a few per-column constants."""
+    sizes = {}
+    for label, model in (("float", mlp()), ("int8", onnx.load(quantized["mlp", "uint8"]))):
+        graph, params = from_onnx(model)
+        path = tmp_path / f"{label}.so"
+        build(graph, target="llvm", params=params).export_library(path)
+        artifact = rt.read_artifact(path)
+        sizes[label] = artifact.section_length("params")
+    weights = 4 * (256 * 192 + 128 * 192 + 128 * 10)
+    assert sizes["float"] >= weights
+    assert sizes["int8"] < 0.3 * sizes["float"], sizes
