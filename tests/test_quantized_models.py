@@ -102,20 +102,21 @@ def quantized(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str],
         model = make()
         source = folder / f"{name}.onnx"
         onnx.save(model, source)
-        shape = _shape(model)
+        seeds = np.random.default_rng(5)
+        calibration = [{"x": seeds.standard_normal(_shape(model)).astype(np.float32)}
+                       for _ in range(8)]
+
+        class Reader(CalibrationDataReader):
+            def __init__(self, feeds: list[dict[str, np.ndarray]]) -> None:
+                self.feeds = iter(feeds)
+
+            def get_next(self) -> dict[str, np.ndarray] | None:
+                return next(self.feeds, None)
+
         for activation in ACTIVATIONS:
-
-            class Reader(CalibrationDataReader):
-                def __init__(self) -> None:
-                    seeds = np.random.default_rng(5)
-                    self.feeds = iter([{"x": seeds.standard_normal(shape).astype(np.float32)}
-                                       for _ in range(8)])
-
-                def get_next(self) -> dict[str, np.ndarray] | None:
-                    return next(self.feeds, None)
-
             target = folder / f"{name}_{activation}.onnx"
-            quantize_static(str(source), str(target), Reader(), quant_format=QuantFormat.QDQ,
+            quantize_static(str(source), str(target), Reader(calibration),
+                            quant_format=QuantFormat.QDQ,
                             per_channel=True, weight_type=QuantType.QInt8,
                             activation_type=QuantType.QUInt8 if activation == "uint8"
                             else QuantType.QInt8)

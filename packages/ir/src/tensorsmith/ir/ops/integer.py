@@ -31,8 +31,14 @@ from ..op_registry import Attrs, Pattern, TensorType, check, check_dim, register
 from ..symbolic import shape_text, static_dim
 from ..te.expr import Expr
 from .broadcast import broadcast_index
-from .conv import _conv_infer, _conv_reference, _geometry, block_channels, pad_stage, \
-    unblock_channels
+from .conv import (
+    _conv_infer,
+    _conv_reference,
+    _geometry,
+    block_channels,
+    pad_stage,
+    unblock_channels,
+)
 
 #: Reduction steps of one integer dot (bytes per 32-bit lane of ``vpdpbusd``).
 DOT = 4
