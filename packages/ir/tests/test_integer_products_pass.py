@@ -12,7 +12,7 @@ from tensorsmith.ir import GraphBuilder, run_graph
 from tensorsmith.ir.graph import Graph, Value
 from tensorsmith.ir.ops.integer import unpack_conv_weight, unpack_matmul_weight
 from tensorsmith.ir.passes import eliminate_dead_code
-from tensorsmith.ir.passes.integer_products import integer_products
+from tensorsmith.ir.passes.integer_products import MAX_DEPTH, integer_products
 
 rng = np.random.default_rng(3)
 
@@ -119,7 +119,8 @@ def test_a_qdq_matmul_becomes_an_integer_matmul() -> None:
     lambda: conv_graph(channels=6),  # the reduction is no whole number of dots of 4
     lambda: conv_graph(groups=2),  # grouped: left in float
     lambda: matmul_graph(k=10),
-], ids=["channels-6", "grouped", "k-10"])
+    lambda: matmul_graph(k=MAX_DEPTH + 3),  # an int32 sum of that many could overflow
+], ids=["channels-6", "grouped", "k-10", "k-too-long"])
 def test_what_has_no_integer_form_is_left_alone(graph) -> None:  # noqa: ANN001
     g, _ = graph()
     before = str(g)

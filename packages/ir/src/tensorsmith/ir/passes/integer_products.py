@@ -20,8 +20,9 @@ are ordinary ops after the product, which fuse into its write-back with whatever
 integer ops take (ops/integer.py): a quarter of the float32 bytes.
 
 Left in float: grouped and depthwise convolutions, reductions whose length is not a
-multiple of 4 (a 3-channel first convolution), weights whose values or scales do not
-have the shapes above. The pass runs before constant folding, which would otherwise
+multiple of 4 (a 3-channel first convolution) or so long that an int32 sum could
+overflow (:data:`MAX_DEPTH`), weights whose values or scales do not have the shapes
+above. The pass runs before constant folding, which would otherwise
 multiply each weight by its scales into one float32 tensor.
 """
 
@@ -33,6 +34,8 @@ from ..graph import Graph, Node, Value
 from ..op_registry import TensorType, get_op
 from ..ops.integer import DOT, pack_conv_weight, pack_matmul_weight
 
+#: The longest reduction whose int32 sum cannot overflow: every term is at most 255 x 128.
+MAX_DEPTH = (2**31 - 1) // (255 * 128)
 #: Ops that only move a constant weight's elements (a Gemm's transposed ``B``).
 _MOVES = ("transpose", "reshape")
 
@@ -192,7 +195,8 @@ def _conv(node: Node) -> tuple[list[Node], Value] | None:
             or node.attrs.get("weight_transform") or node.attrs.get("block")):
         return None
     act, weight = _activation(x), _weight(w)
-    if act is None or weight is None or weight[0].ndim != 4 or weight[0].shape[1] % DOT:
+    if (act is None or weight is None or weight[0].ndim != 4 or weight[0].shape[1] % DOT
+            or weight[0][0].size > MAX_DEPTH):
         return None
     q, full = weight
     per = _per_channel(full, 0)
@@ -212,7 +216,8 @@ def _conv(node: Node) -> tuple[list[Node], Value] | None:
 def _matmul(node: Node) -> tuple[list[Node], Value] | None:
     x, w = node.inputs
     act, weight = _activation(x), _weight(w)
-    if act is None or weight is None or weight[0].ndim != 2 or weight[0].shape[0] % DOT:
+    if (act is None or weight is None or weight[0].ndim != 2 or weight[0].shape[0] % DOT
+            or weight[0].shape[0] > MAX_DEPTH):
         return None
     q, full = weight
     per = _per_channel(full, 1)
