@@ -1,5 +1,6 @@
 """Integer products (ops/integer.py) on the CPU: ``vpdpbusd`` for the four-byte dots where
-the target has AVX512-VNNI or AVX-VNNI, an exact widening form elsewhere (dot4.py).
+the target has AVX512-VNNI or AVX-VNNI, ``vpmaddwd`` pair sums on AVX2, a portable
+widening form elsewhere (dot4.py).
 Targets are named with an explicit ``-mcpu``/``-mattr``, so what is emitted does not
 depend on this host; each artifact is also run (every CPU this suite runs on has AVX2)
 and compared with the interpreter: the products are exact, so the results are equal."""
@@ -22,6 +23,7 @@ rng = np.random.default_rng(11)
 VNNI512 = "llvm -mcpu=skylake-avx512 -mattr=+avx512vnni"
 VNNI256 = "llvm -mcpu=haswell -mattr=+avxvnni"
 AVX2 = "llvm -mcpu=haswell"
+SSE2 = "llvm -mcpu=x86-64"
 INTRINSIC = "llvm.x86.avx512.vpdpbusd"
 
 
@@ -56,8 +58,8 @@ def test_dot_width_reads_the_features() -> None:
 
 @pytest.mark.parametrize("graph", [matmul_graph, conv_graph], ids=["qmatmul", "qconv2d"])
 @pytest.mark.parametrize(("target", "width", "needs"), [
-    (VNNI512, 512, "avx512vnni"), (VNNI256, 256, "avxvnni"), (AVX2, 0, "avx2")],
-    ids=["avx512vnni", "avxvnni", "avx2"])
+    (VNNI512, 512, "avx512vnni"), (VNNI256, 256, "avxvnni"), (AVX2, 0, "avx2"),
+    (SSE2, 0, "sse2")], ids=["avx512vnni", "avxvnni", "avx2", "sse2"])
 def test_dots_use_vpdpbusd_only_where_the_target_has_it(graph, target: str, width: int,  # noqa: ANN001
                                                          needs: str, tmp_path: Path) -> None:
     g = graph()
@@ -68,7 +70,10 @@ def test_dots_use_vpdpbusd_only_where_the_target_has_it(graph, target: str, widt
         assert f"{INTRINSIC}.{768 - width}" not in source
     else:
         assert INTRINSIC not in source
-        assert "mul <" in source and "x i32>" in source  # the widened products
+    # AVX2 without VNNI: vpmaddwd and vphaddd; without AVX2, portable widened products
+    assert ("llvm.x86.avx2.pmadd.wd" in source) == (needs == "avx2")
+    if needs == "sse2":
+        assert "mul <" in source and "x i32>" in source
     if not _host_has(needs):
         pytest.xfail(f"this CPU has no {needs}: the artifact is compiled, not run")
     path = tmp_path / "m.so"

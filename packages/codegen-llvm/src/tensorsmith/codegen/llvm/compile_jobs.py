@@ -50,11 +50,10 @@ def module_text(func: PrimFunc, target: LlvmTarget | None = None) -> str:
     """One kernel as a textual LLVM module, using the instructions of ``target`` that only
     some CPUs have (integer dot products, dot4.py) where it is given."""
     from .cpu_features import compiled_features
-    from .dot4 import dot_width
     from .emit import emit_module
 
-    width = dot_width(compiled_features(target)) if target is not None else 0
-    return str(emit_module([func], func.name, dot_width=width))
+    features = frozenset(compiled_features(target)) if target is not None else frozenset()
+    return str(emit_module([func], func.name, features=features))
 
 
 def chunks(funcs: list[PrimFunc], jobs: int) -> list[list[PrimFunc]]:

@@ -1,5 +1,6 @@
 """Four-byte integer dot products in vector loops: x86's ``vpdpbusd`` where the target
-has it (AVX512-VNNI, AVX-VNNI), an exact ``vpmaddwd`` form otherwise.
+has it (AVX512-VNNI, AVX-VNNI), ``vpmaddwd`` and ``vphaddd`` on AVX2 without it, and
+elsewhere an exact widening form in portable vector IR.
 
 The integer ops (tensorsmith.ir.ops.integer) accumulate, per output lane ``n``,
 
@@ -11,11 +12,11 @@ with ``x`` uint8 and the same for every lane (one activation pixel's four channe
 four unsigned-by-signed byte products summed into each 32-bit lane, exactly (it does not
 saturate; ``vpdpbusds`` would). Without VNNI the bytes widen to 16 bits, multiply
 exactly (255 x -128 fits), and two rounds of adjacent sums in 32 bits make the same
-values (LLVM selects ``vpmaddwd`` for the first); ``vpmaddubsw`` is not used: it
+values (:func:`_pair_sums`, :func:`_widened`); ``vpmaddubsw`` is not used: it
 saturates its 16-bit pair sums.
 
 :func:`dot_width` reads the lanes of the target's ``vpdpbusd`` from its features (the
-codegen plug-in resolves them, cpu_features.py); 0 means none.
+codegen plug-in resolves them, cpu_features.py; the emitter holds them); 0 means none.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 
 #: Bytes per 32-bit lane of one dot.
 DOT = 4
+#: 32-bit lanes of an AVX2 register.
+AVX2_LANES = 8
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 
 
@@ -160,8 +163,10 @@ def emit(ve: VectorEmitter, d: Dot4) -> ir.Value | None:
     power of two). Under a split's tail mask the weight bytes are a masked load (those
     past the last lane may lie past the buffer); the activation's four bytes are the
     same for every lane, so inside the buffer whenever a lane runs."""
-    width, lanes = ve.em.dot_width, ve.lanes
-    if not (width and lanes % width == 0) and lanes & (lanes - 1):
+    width, lanes = dot_width(ve.em.features), ve.lanes
+    vnni = bool(width) and lanes % width == 0
+    pairs = not vnni and "avx2" in ve.em.features and lanes % AVX2_LANES == 0
+    if not (vnni or pairs) and lanes & (lanes - 1):
         return None
     b = ve.b
     acc = ve.expr(d.acc)
@@ -171,8 +176,10 @@ def emit(ve: VectorEmitter, d: Dot4) -> ir.Value | None:
     x4 = b.load(b.bitcast(x_addr, I32.as_pointer()), typ=I32, align=1)
     w = _weight_bytes(ve, w_addr)
     xs = ve.splat(x4, ir.VectorType(I32, lanes))
-    if width and lanes % width == 0:
+    if vnni:
         return _vnni(ve, acc, xs, b.bitcast(w, ir.VectorType(I32, lanes)), width)
+    if pairs:
+        return _pair_sums(ve, acc, x4, w)
     return b.add(acc, _widened(ve, b.bitcast(xs, ir.VectorType(I8, DOT * lanes)), w))
 
 
@@ -211,6 +218,35 @@ def _vnni(ve: VectorEmitter, acc: ir.Value, xs: ir.Value, w: ir.Value, width: in
     from .vectorize import _concat
 
     return _concat(b, parts)
+
+
+def _pair_sums(ve: VectorEmitter, acc: ir.Value, x4: ir.Value, w: ir.Value) -> ir.Value:
+    """AVX2 without VNNI, per register of 8 lanes: the weights' 32 bytes sign-extended to
+    16 bits in two halves, ``vpmaddwd`` with the activation's four bytes (zero-extended,
+    repeated) gives each lane's two pair sums, ``vphaddd`` adds them. ``vphaddd`` adds
+    within 128-bit halves, so the halves take lanes (0, 1, 4, 5) and (2, 3, 6, 7): its
+    sums then come out in lane order. Exact: a pair sum is at most 2 x 255 x 128."""
+    b, lanes = ve.b, ve.lanes
+    i16x16, i32x8 = ir.VectorType(I16, 16), ir.VectorType(I32, AVX2_LANES)
+    madd = ve.em._declare("llvm.x86.avx2.pmadd.wd", ir.FunctionType(i32x8, [i16x16, i16x16]))
+    hadd = ve.em._declare("llvm.x86.avx2.phadd.d", ir.FunctionType(i32x8, [i32x8, i32x8]))
+    four = b.zext(b.bitcast(x4, ir.VectorType(I8, DOT)), ir.VectorType(I16, DOT))
+    x16 = b.shuffle_vector(four, ir.Constant(four.type, ir.Undefined),
+                           vector(ir.VectorType(I32, 16), [i % DOT for i in range(16)]))
+    undef = ir.Constant(w.type, ir.Undefined)
+    parts = []
+    for start in range(0, lanes, AVX2_LANES):
+        base = DOT * start
+        halves = [b.sext(b.shuffle_vector(w, undef, vector(ir.VectorType(I32, 16), [
+            base + DOT * lane + byte for lane in group for byte in range(DOT)])), i16x16)
+            for group in ((0, 1, 4, 5), (2, 3, 6, 7))]
+        sums = b.call(hadd, [b.call(madd, [x16, halves[0]]), b.call(madd, [x16, halves[1]])])
+        parts.append(sums)
+    if len(parts) == 1:
+        return b.add(acc, parts[0])
+    from .vectorize import _concat
+
+    return b.add(acc, _concat(b, parts))
 
 
 def _widened(ve: VectorEmitter, x: ir.Value, w: ir.Value) -> ir.Value:

@@ -104,10 +104,12 @@ class KernelEmitter:
     """Emits one PrimFunc into an LLVM module."""
 
     def __init__(self, module: ir.Module, func: PrimFunc, fast_math: bool = True,
-                 dot_width: int = 0) -> None:
+                 features: frozenset[str] = frozenset()) -> None:
         self.module = module
         self.func = func
-        self.dot_width = dot_width  # lanes of the target's vpdpbusd, 0: none (dot4.py)
+        # the target's instruction set extensions (LLVM's names) that emission may use
+        # directly: integer dot products (dot4.py); empty: portable IR only
+        self.features = features
         self.flags = _NO_NAN_FLAGS if fast_math else ()
         self.vars: dict[int, ir.Value] = {}
         self.sizes: dict[str, ir.Value] = {}  # run-time size name -> its value
@@ -275,7 +277,7 @@ class KernelEmitter:
         ib.ret_void()
 
         inner = KernelEmitter(self.module, self.func, fast_math=bool(self.flags),
-                              dot_width=self.dot_width)
+                              features=self.features)
         inner.outlined = self.outlined * 100
         jb = ir.IRBuilder(impl.append_basic_block("entry"))
         inner.args_value = impl.args[0]  # for a parallel loop nested in this one
@@ -542,13 +544,13 @@ def _ident(name: str) -> str:
     return "".join(c if c.isalnum() or c in "._" else "_" for c in name)
 
 
-def emit_module(funcs: list[PrimFunc], name: str = "tensorsmith", dot_width: int = 0
-                ) -> ir.Module:
-    """``funcs`` as one module; ``dot_width`` is the lanes of the target's ``vpdpbusd``
-    (dot4.dot_width; 0 where it has none: integer dots then widen to 16 bits)."""
+def emit_module(funcs: list[PrimFunc], name: str = "tensorsmith",
+                features: frozenset[str] = frozenset()) -> ir.Module:
+    """``funcs`` as one module, using the target's ``features`` (cpu_features.py) where
+    an instruction only some CPUs have does better (dot4.py)."""
     module = ir.Module(name=name)
     for f in funcs:
-        KernelEmitter(module, f, dot_width=dot_width).emit()
+        KernelEmitter(module, f, features=features).emit()
     return module
 
 
