@@ -106,6 +106,16 @@ def test_qmatmul_compute_is_exact_as_a_register_tile(resources: CpuResources) ->
 
 
 @pytest.mark.parametrize("resources", [BASELINE_CPU, AVX512], ids=["avx2", "avx512"])
+def test_a_wide_qmatmul_stores_its_weight_as_panels_of_dots(resources: CpuResources) -> None:
+    a, b = _bytes((7, 24)), _weights((24, 200))
+    got, func = _run("qmatmul", [a, pack_matmul_weight(b)], {}, resources)
+    assert np.array_equal(got, a.astype(np.int64) @ b.astype(np.int64))
+    # [K / 4, N, 4] as panels [N / vec, K / 4, vec, 4] (the last one zero-padded)
+    layout = func.attrs["layouts"][1]
+    assert layout["order"] == [1, 0, 2, 3] and layout["block"][0] == 1
+
+
+@pytest.mark.parametrize("resources", [BASELINE_CPU, AVX512], ids=["avx2", "avx512"])
 @pytest.mark.parametrize(("kernel", "stride", "pad"), [(3, 1, 1), (3, 2, 1), (1, 1, 0)])
 def test_blocked_qconv2d_compute_is_exact(resources: CpuResources, kernel: int, stride: int,
                                           pad: int) -> None:

@@ -45,6 +45,7 @@ from ..te.visit import walk
 from .cpu_shapes import (
     channel_vector_weight,
     depthwise_conv,
+    dot_weight,
     element_bytes,
     elementwise_rows,
     fuse_all,
@@ -385,7 +386,7 @@ class CpuRules:
         row_extent = op.axes[-2].extent if row is not None else 1
         cols = op.axes[-1].extent
         vec, rows = register_tile(self.res, cols, row_extent, element_bytes(st))
-        weight = packable_weight(st, self.constants)
+        weight = packable_weight(st, self.constants) or dot_weight(st, self.constants)
         lhs = left_hand_side(st)
         shape = self.tile_shape(st, row, panel=weight or packable_input(st, self.constants),
                                 row_panel=lhs.name if lhs is not None else None)
@@ -689,9 +690,11 @@ class CpuRules:
         row = spatial[row_axis] if row_axis is not None else None
         rank = {t.name: t.ndim for t in input_tensors(st.tensor)}
 
+        dots = dot_weight(st, self.constants)
+
         def operand(name: str | None) -> Operand | None:
             return None if name is None else Operand(name, rank.get(name, 2),
-                                                      name not in self.constants)
+                                                      name not in self.constants, name == dots)
 
         return TileShape(
             st.name, spatial, reduce, extent,

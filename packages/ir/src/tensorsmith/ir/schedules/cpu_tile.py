@@ -41,6 +41,7 @@ class Operand:
     name: str
     rank: int
     at_run_time: bool  # an input, not a constant: the kernel copies it (else ``build``)
+    dots: bool = False  # an integer product's [k / 4, j, 4] (ops/integer.py)
 
 
 @dataclass(frozen=True)
@@ -174,7 +175,7 @@ def build_tile(s: Schedule, shape: TileShape, t: Tile) -> bool:
     if t.pack and shape.panel is not None:
         # B[k, j] stored as panels [j / vec, k, vec] (the last one zero-padded): the k loop
         # then walks one contiguous run instead of a row of B (up to a page apart) per step.
-        _store_as(s, st, shape.panel, panel_layout(shape.panel.rank, vec))
+        _store_as(s, st, shape.panel, panel_layout(shape.panel.rank, vec, shape.panel.dots))
     if t.pack_rows and shape.row_panel is not None:
         # A[i, k] stored as row panels [i / rows, k, rows]: the tile's rows of one step
         # of k are then adjacent, where a row of A is K elements from the next (at K a
