@@ -190,3 +190,67 @@ def test_integer_weights_are_stored_as_int8(quantized: dict[tuple[str, str], Pat
     weights = 4 * (256 * 192 + 128 * 192 + 128 * 10)
     assert sizes["float"] >= weights
     assert sizes["int8"] < 0.3 * sizes["float"], sizes
+
+
+def _qoperator(kind: str) -> onnx.ModelProto:
+    """One integer op of ONNX's QOperator format on a small input (what onnx.helper
+    writes; ONNX Runtime runs each natively)."""
+    q = np.random.default_rng(4)
+
+    def const(name: str, a: np.ndarray) -> onnx.TensorProto:
+        return numpy_helper.from_array(a, name)
+
+    conv = kind in ("QLinearConv", "ConvInteger")
+    signed = kind in ("ConvInteger", "QLinearMatMul")  # int8 activations for these two
+    xtype = np.int8 if signed else np.uint8
+    shape, wshape, out_shape = (((1, 16, 6, 6), (8, 16, 3, 3), (1, 8, 6, 6)) if conv
+                                else ((5, 32), (32, 24), (5, 24)))
+    w = q.integers(-127, 128, wshape).astype(np.int8)
+    x_zero = np.array(-7 if signed else 131, xtype)
+    if kind.endswith("Integer"):
+        inputs, inits = ["x", "w", "xz"], [const("w", w), const("xz", x_zero)]
+    else:
+        scales = [const("xs", np.array(0.05, np.float32)), const("xz", x_zero),
+                  const("w", w)]
+        w_scale = np.full(8, 0.01, np.float32) if conv else np.array(0.01, np.float32)
+        w_zero = np.zeros(8, np.int8) if conv else np.array(0, np.int8)
+        y_zero = np.array(-3 if signed else 5, xtype)
+        scales += [const("ws", w_scale), const("wz", w_zero),
+                   const("ys", np.array(0.5, np.float32)), const("yz", y_zero)]
+        inputs = ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"]
+        inits = scales
+        if conv:
+            inits.append(const("b", q.integers(-500, 500, 8).astype(np.int32)))
+            inputs.append("b")
+    attrs = {"pads": [1, 1, 1, 1]} if conv else {}
+    elem = TensorProto.INT8 if signed else TensorProto.UINT8
+    out = TensorProto.INT32 if "Integer" in kind else elem
+    graph = helper.make_graph([helper.make_node(kind, inputs, ["y"], **attrs)], kind.lower(),
+                              [helper.make_tensor_value_info("x", elem, shape)],
+                              [helper.make_tensor_value_info("y", out, out_shape)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("kind", ["ConvInteger", "MatMulInteger", "QLinearConv",
+                                  "QLinearMatMul"])
+def test_qoperator_ops_compute_with_the_integer_ops(kind: str, target: str,
+                                                    tmp_path: Path) -> None:
+    """ConvInteger, MatMulInteger (int32 results: equal to ONNX Runtime's) and QLinearConv,
+    QLinearMatMul (requantized: within one step) run as qconv2d / qmatmul."""
+    model = _qoperator(kind)
+    graph, params = from_onnx(model)
+    optimized, _, _ = fused_groups(graph.copy(), params, target=target)
+    ops = {n.op for n in optimized.nodes}
+    assert ops & {"qconv2d", "qmatmul"} and not ops & {"conv2d", "matmul"}, ops
+    artifact = tmp_path / f"m{Target.parse(target).info.suffix}"
+    build(graph, target=target, params=params).export_library(artifact)
+    x_type = np.int8 if kind in ("ConvInteger", "QLinearMatMul") else np.uint8
+    info = np.iinfo(x_type)
+    shape = _shape(model)
+    feeds = {"x": np.random.default_rng(6).integers(info.min, info.max + 1, shape).astype(x_type)}
+    with rt.load(artifact, device=device_of(target)) as module:
+        got = module.run(feeds)[0]
+    want = _reference(model, feeds)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    limit = 0 if "Integer" in kind else 1
+    assert np.max(np.abs(got.astype(np.int64) - want.astype(np.int64))) <= limit

@@ -8,9 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tensorsmith.ir import GraphBuilder, run_graph
+from tensorsmith.ir import GraphBuilder, parse_graph, run_graph
 from tensorsmith.ir.graph import Graph, Value
-from tensorsmith.ir.ops.integer import unpack_conv_weight, unpack_matmul_weight
+from tensorsmith.ir.ops.integer import (
+    pack_matmul_weight,
+    unpack_conv_weight,
+    unpack_matmul_weight,
+)
 from tensorsmith.ir.passes import eliminate_dead_code
 from tensorsmith.ir.passes.integer_products import MAX_DEPTH, integer_products
 
@@ -135,3 +139,35 @@ def test_a_weight_with_fractional_values_is_left_alone() -> None:
     g = b.finish([y])
     before = str(g)
     assert str(integer_products(g)) == before
+
+
+def test_an_int32_product_of_centered_int8_bytes_becomes_an_integer_matmul() -> None:
+    """MatMulInteger's import, ``matmul(int32(x) - zp, W)``: int8 bytes move up by 128
+    into uint8 (their zero point with them), and the int32 result is the same."""
+    b = GraphBuilder()
+    x = b.input("x", (2, 8), "int8")
+    q = rng.integers(-128, 128, (8, 3)).astype(np.int32)
+    centered = b.add1("sub", [b.add1("cast", [x], {"dtype": "int32"}, name="x32"),
+                              b.constant("zp", np.int32(-5))], name="centered")
+    g = b.finish([b.add1("matmul", [centered, b.constant("w", q)], name="mm")])
+    feeds = {"x": rng.integers(-128, 128, (2, 8)).astype(np.int8)}
+    want = run_graph(g, feeds)[0]
+    optimized = eliminate_dead_code(integer_products(g))
+    weight = next(c for c in optimized.constants() if c.name == "mm_0_weight_int8")
+    assert np.array_equal(unpack_matmul_weight(weight.data), q)
+    text = str(optimized)
+    assert text == (
+        "graph main(%x: int8[2, 8]) {\n"
+        "  %mm_0_offset: int32[] = const 128\n"
+        "  %mm_0_weight_int8: int8[2, 3, 4] = const <elided>\n"
+        f"  %mm_0_zero_sum: int32[3] = const {_list(-123 * q.sum(axis=0))}\n"
+        '  %x32_0: int32[2, 8] = cast(%x) {"dtype": "int32"}  # x32\n'
+        "  %mm_0_moved: int32[2, 8] = add(%x32_0, %mm_0_offset)  # mm/moved\n"
+        '  %mm_0_bytes: uint8[2, 8] = cast(%mm_0_moved) {"dtype": "uint8"}  # mm/bytes\n'
+        "  %mm_0_int32: int32[2, 3] = qmatmul(%mm_0_bytes, %mm_0_weight_int8)  # mm/int32\n"
+        "  %mm_0_acc: int32[2, 3] = add(%mm_0_int32, %mm_0_zero_sum)  # mm/acc\n"
+        "  return %mm_0_acc\n}\n")
+    after = parse_graph(text, {"mm_0_weight_int8": pack_matmul_weight(q.astype(np.int8)),
+                               "mm_0_zero_sum": (-123 * q.sum(axis=0)).astype(np.int32),
+                               "mm_0_offset": np.int32(128)})
+    assert np.array_equal(run_graph(after, feeds)[0], want)

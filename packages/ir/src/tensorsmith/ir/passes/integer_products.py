@@ -24,6 +24,11 @@ multiple of 4 (a 3-channel first convolution) or so long that an int32 sum could
 overflow (:data:`MAX_DEPTH`), weights whose values or scales do not have the shapes
 above. The pass runs before constant folding, which would otherwise
 multiply each weight by its scales into one float32 tensor.
+
+The integer products of ONNX's QOperator format (ConvInteger, MatMulInteger,
+QLinearConv, QLinearMatMul), which import as an int32 conv2d or matmul of ``int32(x) -
+zp`` and a constant weight, become the same integer ops (without the float epilogue:
+their int32 result is exact either way).
 """
 
 from __future__ import annotations
@@ -58,10 +63,11 @@ def integer_products(graph: Graph) -> Graph:
 
 
 def _rewrite(node: Node) -> tuple[list[Node], Value] | None:
+    integer = node.outputs[0].dtype == "int32"
     if node.op == "conv2d":
-        return _conv(node)
+        return _integer_conv(node) if integer else _conv(node)
     if node.op == "matmul":
-        return _matmul(node)
+        return _integer_matmul(node) if integer else _matmul(node)
     return None
 
 
@@ -230,3 +236,82 @@ def _matmul(node: Node) -> tuple[list[Node], Value] | None:
     out = _epilogue(b, acc, -act.zero_point * sums, np.float32(act.scale) * per,
                     (q.shape[1],))
     return b.nodes, out
+
+
+# -- the integer ops of ONNX's QOperator format -----------------------------------------
+# ConvInteger, MatMulInteger, QLinearConv and QLinearMatMul import as an int32 conv2d or
+# matmul of ``int32(x) - zp`` and a constant int32 weight (converters/quantize.py): the
+# same integer op computes them, and the int32 result is the same bit for bit.
+def _centered_bytes(v: Value) -> tuple[Value, int] | None:
+    """``(x, zp)`` of ``v = int32(x) - zp`` (or ``int32(x)``): x 8-bit, zp one constant."""
+    zero, node = 0, v.producer
+    if node is not None and node.op == "sub":
+        z = _constant(node.inputs[1])
+        if z is None or z.size != 1:
+            return None
+        zero, v = int(z.reshape(-1)[0]), node.inputs[0]
+        node = v.producer
+    if node is None or node.op != "cast" or v.dtype != "int32":
+        return None
+    x = node.inputs[0]
+    return (x, zero) if x.dtype in ("uint8", "int8") else None
+
+
+def _int_weight(v: Value, rank: int) -> np.ndarray | None:
+    """A constant int32 (or int8) weight of int8 values, as int8."""
+    data = _constant(v)
+    if data is None or data.ndim != rank or data.dtype not in (np.int32, np.int8):
+        return None
+    if data.size and (data.min() < -128 or data.max() > 127):
+        return None
+    return data.astype(np.int8)
+
+
+def _int_bytes(b: _Builder, v: Value, x: Value, zero: int) -> tuple[Value, int] | None:
+    """The activation as uint8 and its zero point there: uint8 as it is, int8 moved up by
+    128 (``v``'s producer chain holds ``int32(x)``)."""
+    if x.dtype == "uint8":
+        return (x, zero) if 0 <= zero <= 255 else None
+    if not -128 <= zero <= 127:
+        return None
+    cast = v.producer if v.producer is not None and v.producer.op == "cast" else \
+        v.producer.inputs[0].producer  # type: ignore[union-attr]
+    assert cast is not None
+    moved = b.add("add", [cast.outputs[0], b.const(np.int32(128), "offset")], {}, "moved")
+    return b.add("cast", [moved], {"dtype": "uint8"}, "bytes"), zero + 128
+
+
+def _integer_conv(node: Node) -> tuple[list[Node], Value] | None:
+    x32, w32 = node.inputs
+    if (node.attrs.get("groups", 1) != 1 or len(x32.shape) != 4
+            or node.attrs.get("weight_transform") or node.attrs.get("block")):
+        return None
+    act, q = _centered_bytes(x32), _int_weight(w32, 4)
+    if act is None or q is None or q.shape[1] % DOT or q[0].size > MAX_DEPTH:
+        return None
+    b = _Builder(node)
+    made = _int_bytes(b, x32, *act)
+    if made is None:
+        return None
+    u, zero = made
+    attrs = {k: v for k, v in node.attrs.items() if k != "groups"}
+    acc = b.add("qconv2d", [u, b.const(pack_conv_weight(q), "weight_int8")],
+                {**attrs, "zero_point": zero}, "int32")
+    sums = -zero * q.astype(np.int64).sum(axis=(1, 2, 3))
+    return b.nodes, b.add("add", [acc, b.const(sums.astype(np.int32).reshape(-1, 1, 1),
+                                               "zero_sum")], {}, "acc")
+
+
+def _integer_matmul(node: Node) -> tuple[list[Node], Value] | None:
+    x32, w32 = node.inputs
+    act, q = _centered_bytes(x32), _int_weight(w32, 2)
+    if act is None or q is None or q.shape[0] % DOT or q.shape[0] > MAX_DEPTH:
+        return None
+    b = _Builder(node)
+    made = _int_bytes(b, x32, *act)
+    if made is None:
+        return None
+    u, zero = made
+    acc = b.add("qmatmul", [u, b.const(pack_matmul_weight(q), "weight_int8")], {}, "int32")
+    sums = -zero * q.astype(np.int64).sum(axis=0)
+    return b.nodes, b.add("add", [acc, b.const(sums.astype(np.int32), "zero_sum")], {}, "acc")
