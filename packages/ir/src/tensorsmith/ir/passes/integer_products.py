@@ -33,6 +33,8 @@ their int32 result is exact either way).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..graph import Graph, Node, Value
@@ -72,11 +74,14 @@ def _rewrite(node: Node) -> tuple[list[Node], Value] | None:
 
 
 # -- matching -----------------------------------------------------------------------------
+@dataclass(frozen=True)
 class _Activation:
-    """A per-tensor QDQ activation: ``clip(round(..), lo, hi) * scale`` with hi - lo = 255."""
+    """A per-tensor QDQ activation: ``clipped * scale``, ``clipped = clip(round(..), low,
+    low + 255)``."""
 
-    def __init__(self, clipped: Value, low: float, scale: float) -> None:
-        self.clipped, self.low, self.scale = clipped, low, scale
+    clipped: Value
+    low: float
+    scale: float
 
     @property
     def zero_point(self) -> int:
@@ -164,8 +169,8 @@ class _Builder:
     """New nodes named after the node they replace."""
 
     def __init__(self, node: Node) -> None:
-        self.base, self.nodes = node.outputs[0].name, []  # type: list[Node]
-        self.where = node.name
+        self.base, self.where = node.outputs[0].name, node.name
+        self.nodes: list[Node] = []
 
     def add(self, op: str, inputs: list[Value], attrs: dict, suffix: str) -> Value:
         ty = get_op(op).infer([TensorType(v.shape, v.dtype) for v in inputs], attrs)[0]
