@@ -186,7 +186,8 @@ class _Builder:
 
 def _bytes(b: _Builder, act: _Activation) -> Value:
     """The activation as uint8 ``q - zp + zero_point`` (0..255)."""
-    shifted = b.add("sub", [act.clipped, b.const(np.asarray(act.low, np.float32), "low")], {}, "shifted")
+    low = b.const(np.asarray(act.low, np.float32), "low")
+    shifted = b.add("sub", [act.clipped, low], {}, "shifted")
     return b.add("cast", [shifted], {"dtype": "uint8"}, "bytes")
 
 
@@ -282,7 +283,8 @@ def _int_bytes(b: _Builder, v: Value, x: Value, zero: int) -> tuple[Value, int] 
     cast = v.producer if v.producer is not None and v.producer.op == "cast" else \
         v.producer.inputs[0].producer  # type: ignore[union-attr]
     assert cast is not None
-    moved = b.add("add", [cast.outputs[0], b.const(np.asarray(128, np.int32), "offset")], {}, "moved")
+    offset = b.const(np.asarray(128, np.int32), "offset")
+    moved = b.add("add", [cast.outputs[0], offset], {}, "moved")
     return b.add("cast", [moved], {"dtype": "uint8"}, "bytes"), zero + 128
 
 
