@@ -254,3 +254,18 @@ def test_qoperator_ops_compute_with_the_integer_ops(kind: str, target: str,
     assert got.dtype == want.dtype and got.shape == want.shape
     limit = 0 if "Integer" in kind else 1
     assert np.max(np.abs(got.astype(np.int64) - want.astype(np.int64))) <= limit
+
+
+def test_an_activation_between_integer_convolutions_is_stored_as_bytes(
+        quantized: dict[tuple[str, str], Path]) -> None:
+    """The conv net's second convolution feeds only the third: its kernel ends with the
+    third's quantize step and writes one uint8 tensor (channel-blocked on the CPU), which
+    the third's kernel reads; no float copy of it is made."""
+    graph, params = from_onnx(onnx.load(quantized["conv_net", "uint8"]))
+    for target in ("llvm", "opencl"):
+        _, groups, _ = fused_groups(graph.copy(), params, target=target)
+        convs = [g for g in groups if any(n.op == "qconv2d" for n in g.nodes)]
+        assert len(convs) == 3
+        second, third = convs[0], convs[1]
+        assert [v.dtype for v in second.outputs] == ["uint8"], second.outputs
+        assert second.outputs[0] in third.inputs
