@@ -203,7 +203,7 @@ def _qoperator(kind: str) -> onnx.ModelProto:
     conv = kind in ("QLinearConv", "ConvInteger")
     signed = kind in ("ConvInteger", "QLinearMatMul")  # int8 activations for these two
     xtype = np.int8 if signed else np.uint8
-    shape, wshape, out_shape = (((1, 16, 6, 6), (8, 16, 3, 3), (1, 8, 6, 6)) if conv
+    shape, wshape, out_shape = (((1, 16, 6, 6), (16, 16, 3, 3), (1, 16, 6, 6)) if conv
                                 else ((5, 32), (32, 24), (5, 24)))
     w = q.integers(-127, 128, wshape).astype(np.int8)
     x_zero = np.array(-7 if signed else 131, xtype)
@@ -212,15 +212,15 @@ def _qoperator(kind: str) -> onnx.ModelProto:
     else:
         scales = [const("xs", np.array(0.05, np.float32)), const("xz", x_zero),
                   const("w", w)]
-        w_scale = np.full(8, 0.01, np.float32) if conv else np.array(0.01, np.float32)
-        w_zero = np.zeros(8, np.int8) if conv else np.array(0, np.int8)
+        w_scale = np.full(16, 0.01, np.float32) if conv else np.array(0.01, np.float32)
+        w_zero = np.zeros(16, np.int8) if conv else np.array(0, np.int8)
         y_zero = np.array(-3 if signed else 5, xtype)
         scales += [const("ws", w_scale), const("wz", w_zero),
                    const("ys", np.array(0.5, np.float32)), const("yz", y_zero)]
         inputs = ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"]
         inits = scales
         if conv:
-            inits.append(const("b", q.integers(-500, 500, 8).astype(np.int32)))
+            inits.append(const("b", q.integers(-500, 500, 16).astype(np.int32)))
             inputs.append("b")
     attrs = {"pads": [1, 1, 1, 1]} if conv else {}
     elem = TensorProto.INT8 if signed else TensorProto.UINT8

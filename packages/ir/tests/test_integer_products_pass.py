@@ -171,3 +171,15 @@ def test_an_int32_product_of_centered_int8_bytes_becomes_an_integer_matmul() -> 
                                "mm_0_zero_sum": (-123 * q.sum(axis=0)).astype(np.int32),
                                "mm_0_offset": np.int32(128)})
     assert np.array_equal(run_graph(after, feeds)[0], want)
+
+
+def test_a_cpu_converts_only_the_convolutions_it_runs_channel_blocked() -> None:
+    """``conv_block``: the conv (8 input, 4 output channels) would read NCHW bytes on a
+    CPU blocking channels by 8 or 16 (no dot instruction applies there): it stays float;
+    by 4 (a 128-bit vector's float lanes) it is converted. 0: no convolution is."""
+    for block, converted in ((16, False), (8, False), (4, True), (0, False)):
+        g, _ = conv_graph()
+        ops = [n.op for n in integer_products(g, conv_block=block).nodes]
+        assert ("qconv2d" in ops, "conv2d" in ops) == (converted, not converted), block
+    g, _ = matmul_graph()  # products run their integer tiles on any CPU
+    assert "qmatmul" in [n.op for n in integer_products(g, conv_block=0).nodes]

@@ -128,11 +128,17 @@ def fused_groups(mod: Graph, params: Mapping[str, np.ndarray] | None = None, opt
     away or into another)."""
     graph = _bind_params(mod.copy(), params or {})
     _copy_passthrough_outputs(graph)
-    pm = default_pipeline(opt_level)
     tgt = Target.parse(target) if target is not None else None
-    if tgt is not None and tgt.family == "cpu" and activation_layout(tgt) == "blocked":
-        # windows run on blocks of the CPU's float lanes (passes/blocked_layout.py)
+    lanes = 0
+    if (tgt is not None and tgt.family == "cpu" and activation_layout(tgt) == "blocked"
+            and opt_level >= 2):
         lanes = target_resources(tgt).lanes(4)
+    # a CPU computes a convolution in integers where it runs channel-blocked (see
+    # passes/integer_products.py); other targets wherever it qualifies
+    cpu = tgt is not None and tgt.family == "cpu"
+    pm = default_pipeline(opt_level, conv_block=lanes if cpu else 1)
+    if lanes:
+        # windows run on blocks of the CPU's float lanes (passes/blocked_layout.py)
         pm.add("block_layouts", lambda g: block_layouts(g, lanes), 2)
     pm.dump = dump
     graph = pm.run(graph)

@@ -40,7 +40,9 @@ class PassManager:
         return graph
 
 
-def default_pipeline(opt_level: int = 2) -> PassManager:
+def default_pipeline(opt_level: int = 2, conv_block: int = 1) -> PassManager:
+    """The graph passes by opt level; ``conv_block`` is integer_products' (the channel
+    block of a CPU's convolutions, 0 for none)."""
     from .cse import eliminate_common_subexpressions
     from .dce import eliminate_dead_code
     from .fold_constants import fold_constants
@@ -50,7 +52,7 @@ def default_pipeline(opt_level: int = 2) -> PassManager:
 
     pm = PassManager(opt_level)
     # before folding, which would multiply int8 weights by their scales into float32
-    pm.add("integer_products", integer_products, 1)
+    pm.add("integer_products", lambda g: integer_products(g, conv_block), 1)
     pm.add("fold_constants", fold_constants, 1)
     pm.add("simplify", simplify_graph, 2)
     pm.add("fold_constants", fold_constants, 2)
