@@ -176,6 +176,20 @@ def test_dense_layers_compute_in_integers(name: str,
         assert dict(counted) == MODELS[name][1], (target, counted)
 
 
+def test_a_cpu_without_integer_dot_products_keeps_qdq_products_in_float(
+        quantized: dict[tuple[str, str], Path]) -> None:
+    """On AVX2 (no VNNI) the integer kernels are exact but slower than float32 ones: a
+    QDQ model's products stay float there; the QOperator ops (int32 products in the
+    model itself) still take the integer kernels."""
+    graph, params = from_onnx(onnx.load(quantized["conv_net", "uint8"]))
+    optimized, _, _ = fused_groups(graph, params, target="llvm -mcpu=haswell")
+    ops = {n.op for n in optimized.nodes}
+    assert "conv2d" in ops and "matmul" in ops and not ops & {"qconv2d", "qmatmul"}
+    graph, params = from_onnx(_qoperator("QLinearConv"))
+    optimized, _, _ = fused_groups(graph, params, target="llvm -mcpu=haswell")
+    assert "qconv2d" in {n.op for n in optimized.nodes}
+
+
 def test_integer_weights_are_stored_as_int8(quantized: dict[tuple[str, str], Path],
                                             tmp_path: Path) -> None:
     """The MLP's weights (its 84 KiB of float32 matrices): int8 in the artifact's weights,

@@ -15,7 +15,7 @@ import pytest
 
 import tensorsmith.runtime as rt
 from tensorsmith.codegen.llvm.dot4 import dot_width
-from tensorsmith.ir import GraphBuilder, build, run_graph
+from tensorsmith.ir import GraphBuilder, Target, build, run_graph
 from tensorsmith.ir.graph import Graph
 from tensorsmith.ir.ops.integer import pack_conv_weight, pack_matmul_weight
 
@@ -47,6 +47,15 @@ def conv_graph() -> Graph:
     y = b.add1("qconv2d", [x, w], {"pads": [1, 1, 1, 1], "zero_point": 100, "block": 16},
                name="conv")
     return b.finish([b.add1("cast", [y], {"dtype": "float32"}, name="real")])
+
+
+def test_the_target_record_says_whether_integer_dots_pay() -> None:
+    """What the graph passes ask (``CpuResources.int8_dot``, passes/integer_products.py)."""
+    from tensorsmith.ir.codegen import target_resources
+
+    assert target_resources(Target.parse(VNNI512)).int8_dot
+    assert target_resources(Target.parse(VNNI256)).int8_dot
+    assert not target_resources(Target.parse(AVX2)).int8_dot
 
 
 def test_dot_width_reads_the_features() -> None:

@@ -129,14 +129,16 @@ def fused_groups(mod: Graph, params: Mapping[str, np.ndarray] | None = None, opt
     graph = _bind_params(mod.copy(), params or {})
     _copy_passthrough_outputs(graph)
     tgt = Target.parse(target) if target is not None else None
+    cpu = tgt if tgt is not None and tgt.family == "cpu" else None
     lanes = 0
-    if (tgt is not None and tgt.family == "cpu" and activation_layout(tgt) == "blocked"
-            and opt_level >= 2):
-        lanes = target_resources(tgt).lanes(4)
-    # a CPU computes a convolution in integers where it runs channel-blocked (see
-    # passes/integer_products.py); other targets wherever it qualifies
-    cpu = tgt is not None and tgt.family == "cpu"
-    pm = default_pipeline(opt_level, conv_block=lanes if cpu else 1)
+    if cpu is not None and activation_layout(cpu) == "blocked" and opt_level >= 2:
+        lanes = target_resources(cpu).lanes(4)
+    # a CPU computes a QDQ model's products in integers where it has integer dot
+    # products, and its convolutions where they also run channel-blocked; other targets
+    # wherever they qualify (passes/integer_products.py)
+    dots = cpu is None or target_resources(cpu).int8_dot
+    pm = default_pipeline(opt_level, conv_block=lanes if cpu is not None else 1,
+                          dequantized=dots)
     if lanes:
         # windows run on blocks of the CPU's float lanes (passes/blocked_layout.py)
         pm.add("block_layouts", lambda g: block_layouts(g, lanes), 2)

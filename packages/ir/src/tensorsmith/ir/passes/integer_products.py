@@ -22,7 +22,11 @@ integer ops take (ops/integer.py): a quarter of the float32 bytes.
 Left in float: grouped and depthwise convolutions, reductions whose length is not a
 multiple of 4 (a 3-channel first convolution) or so long that an int32 sum could
 overflow (:data:`MAX_DEPTH`), weights whose values or scales do not have the shapes
-above, and on a CPU (``conv_block``: its channel block, passes/blocked_layout.py) a
+above; on a CPU without integer dot products (x86 before VNNI) every QDQ product, as
+there the exact 16-bit form (codegen-llvm's dot4.py) runs slower than float32
+multiply-adds (on AVX2: ResNet-50, 2 threads, 51 ms against 41; a 64x768x768 product,
+one thread, 0.84 ms against 0.69); and on a CPU
+(``conv_block``: its channel block, passes/blocked_layout.py) a
 convolution whose channels are not whole blocks: it would run on NCHW bytes, where a
 pixel's four channels are not adjacent and no dot instruction applies (MobileNetV3 on
 an AVX-512 VNNI Xeon, 2 threads: 3.30 ms against float32's 3.03 with its 24-, 40- and
@@ -52,15 +56,16 @@ MAX_DEPTH = (2**31 - 1) // (255 * 128)
 _MOVES = ("transpose", "reshape")
 
 
-def integer_products(graph: Graph, conv_block: int = 1) -> Graph:
+def integer_products(graph: Graph, conv_block: int = 1, dequantized: bool = True) -> Graph:
     """``graph`` with every qualifying quantized conv2d / matmul computed in integers;
     a convolution only where its input and output channels are whole blocks of
-    ``conv_block`` (none when it is 0)."""
+    ``conv_block`` (none when it is 0), the float products of QDQ models only with
+    ``dequantized`` (a CPU without integer dot products leaves them in float)."""
     replaced: dict[int, Value] = {}
     nodes: list[Node] = []
     for node in graph.nodes:
         node.inputs = [replaced.get(v.uid, v) for v in node.inputs]
-        made = _rewrite(node, conv_block)
+        made = _rewrite(node, conv_block, dequantized)
         if made is None:
             nodes.append(node)
             continue
@@ -71,8 +76,11 @@ def integer_products(graph: Graph, conv_block: int = 1) -> Graph:
     return graph
 
 
-def _rewrite(node: Node, conv_block: int) -> tuple[list[Node], Value] | None:
+def _rewrite(node: Node, conv_block: int, dequantized: bool
+             ) -> tuple[list[Node], Value] | None:
     integer = node.outputs[0].dtype == "int32"
+    if not (integer or dequantized):
+        return None
     if node.op == "conv2d":
         if not _whole_blocks(node, conv_block):
             return None

@@ -40,9 +40,10 @@ class PassManager:
         return graph
 
 
-def default_pipeline(opt_level: int = 2, conv_block: int = 1) -> PassManager:
-    """The graph passes by opt level; ``conv_block`` is integer_products' (the channel
-    block of a CPU's convolutions, 0 for none)."""
+def default_pipeline(opt_level: int = 2, conv_block: int = 1, dequantized: bool = True
+                     ) -> PassManager:
+    """The graph passes by opt level; ``conv_block`` and ``dequantized`` are
+    integer_products' (where a CPU's integer kernels pay)."""
     from .cse import eliminate_common_subexpressions
     from .dce import eliminate_dead_code
     from .fold_constants import fold_constants
@@ -52,7 +53,7 @@ def default_pipeline(opt_level: int = 2, conv_block: int = 1) -> PassManager:
 
     pm = PassManager(opt_level)
     # before folding, which would multiply int8 weights by their scales into float32
-    pm.add("integer_products", lambda g: integer_products(g, conv_block), 1)
+    pm.add("integer_products", lambda g: integer_products(g, conv_block, dequantized), 1)
     pm.add("fold_constants", fold_constants, 1)
     pm.add("simplify", simplify_graph, 2)
     pm.add("fold_constants", fold_constants, 2)
