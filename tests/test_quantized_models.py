@@ -24,8 +24,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tensorsmith.runtime as rt
 from tensorsmith.frontend.onnx import from_onnx
-from tensorsmith.ir import Target, build
+from tensorsmith.ir import GraphBuilder, Target, build, run_graph
 from tensorsmith.ir.build import fused_groups
+from tensorsmith.ir.graph import Graph
+from tensorsmith.ir.ops.integer import pack_conv_weight, pack_matmul_weight
 
 rng = np.random.default_rng(21)
 
@@ -77,8 +79,10 @@ def mlp() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-MODELS = {"conv_net": (conv_net, {"qconv2d": 3, "conv2d": 2, "qmatmul": 1}),
-          "mlp": (mlp, {"qmatmul": 3})}
+#: (builder, ops on a VNNI CPU, ops on a GPU target)
+MODELS = {"conv_net": (conv_net, {"qconv2d": 3, "conv2d": 2, "qmatmul": 1},
+                       {"conv2d": 5, "matmul": 1}),
+          "mlp": (mlp, {"qmatmul": 3}, {"matmul": 3})}
 ACTIVATIONS = ["uint8", "int8"]
 
 
@@ -98,7 +102,7 @@ def quantized(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str],
 
     folder = tmp_path_factory.mktemp("quantized")
     out = {}
-    for name, (make, _) in MODELS.items():
+    for name, (make, _, _) in MODELS.items():
         model = make()
         source = folder / f"{name}.onnx"
         onnx.save(model, source)
@@ -165,15 +169,17 @@ def test_within_one_quantization_step_of_onnxruntime(
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_dense_layers_compute_in_integers(name: str,
                                           quantized: dict[tuple[str, str], Path]) -> None:
-    """What is computed in integers, on each kind of target (the CPU's graph is the
-    channel-blocked one): dense convolutions and products; the stem's 3 channels and the
-    depthwise convolution stay in float."""
+    """What an AVX-512 VNNI CPU computes in integers (its channel-blocked graph): dense
+    convolutions and products; the stem's 3 channels and the depthwise convolution stay
+    in float. A GPU target keeps the float products (its rules tile only those:
+    build._integer_products)."""
     graph, params = from_onnx(onnx.load(quantized[name, "uint8"]))
-    for target in ("llvm", "vulkan"):
+    for target, expected in (("llvm -mcpu=skylake-avx512 -mattr=+avx512vnni",
+                              MODELS[name][1]), ("vulkan", MODELS[name][2])):
         optimized, _, _ = fused_groups(graph.copy(), params, target=target)
         counted = collections.Counter(n.op for n in optimized.nodes if "conv" in n.op
                                       or "matmul" in n.op)
-        assert dict(counted) == MODELS[name][1], (target, counted)
+        assert dict(counted) == expected, (target, counted)
 
 
 def test_a_cpu_without_integer_dot_products_keeps_qdq_products_in_float(
@@ -192,13 +198,15 @@ def test_a_cpu_without_integer_dot_products_keeps_qdq_products_in_float(
 
 def test_integer_weights_are_stored_as_int8(quantized: dict[tuple[str, str], Path],
                                             tmp_path: Path) -> None:
-    """The MLP's weights (its 84 KiB of float32 matrices): int8 in the artifact's weights,
-    a quarter of the bytes plus a few per-column constants."""
+    """The MLP's weights (its 84 KiB of float32 matrices): int8 in the artifact's weights
+    for a VNNI CPU, a quarter of the bytes plus a few per-column constants (compiled
+    only: any x86 host builds it)."""
     sizes = {}
     for label, model in (("float", mlp()), ("int8", onnx.load(quantized["mlp", "uint8"]))):
         graph, params = from_onnx(model)
         path = tmp_path / f"{label}.so"
-        build(graph, target="llvm", params=params).export_library(path)
+        build(graph, target="llvm -mcpu=skylake-avx512 -mattr=+avx512vnni",
+              params=params).export_library(path)
         artifact = rt.read_artifact(path)
         sizes[label] = artifact.section_length("params")
     weights = 4 * (256 * 192 + 128 * 192 + 128 * 10)
@@ -250,12 +258,13 @@ def _qoperator(kind: str) -> onnx.ModelProto:
 def test_qoperator_ops_compute_with_the_integer_ops(kind: str, target: str,
                                                     tmp_path: Path) -> None:
     """ConvInteger, MatMulInteger (int32 results: equal to ONNX Runtime's) and QLinearConv,
-    QLinearMatMul (requantized: within one step) run as qconv2d / qmatmul."""
+    QLinearMatMul (requantized: within one step), on a CPU as qconv2d / qmatmul."""
     model = _qoperator(kind)
     graph, params = from_onnx(model)
     optimized, _, _ = fused_groups(graph.copy(), params, target=target)
     ops = {n.op for n in optimized.nodes}
-    assert ops & {"qconv2d", "qmatmul"} and not ops & {"conv2d", "matmul"}, ops
+    integer = {"qconv2d", "qmatmul"}  # on a CPU; a GPU keeps its int32 conv2d / matmul
+    assert bool(ops & integer) == (target == "llvm") != bool(ops & {"conv2d", "matmul"}), ops
     artifact = tmp_path / f"m{Target.parse(target).info.suffix}"
     build(graph, target=target, params=params).export_library(artifact)
     x_type = np.int8 if kind in ("ConvInteger", "QLinearMatMul") else np.uint8
@@ -276,10 +285,40 @@ def test_an_activation_between_integer_convolutions_is_stored_as_bytes(
     third's quantize step and writes one uint8 tensor (channel-blocked on the CPU), which
     the third's kernel reads; no float copy of it is made."""
     graph, params = from_onnx(onnx.load(quantized["conv_net", "uint8"]))
-    for target in ("llvm", "opencl"):
+    for target in ("llvm -mcpu=skylake-avx512 -mattr=+avx512vnni",
+                   "llvm -mcpu=haswell -mattr=+avxvnni"):  # blocks of 16 and 8
         _, groups, _ = fused_groups(graph.copy(), params, target=target)
         convs = [g for g in groups if any(n.op == "qconv2d" for n in g.nodes)]
         assert len(convs) == 3
         second, third = convs[0], convs[1]
         assert [v.dtype for v in second.outputs] == ["uint8"], second.outputs
         assert second.outputs[0] in third.inputs
+
+
+def _op_graph(kind: str) -> tuple[Graph, dict[str, np.ndarray]]:
+    """One integer op on its own (what integer_products writes), with inputs."""
+    g = np.random.default_rng(8)
+    b = GraphBuilder()
+    if kind == "qconv2d":
+        x = b.input("x", (1, 8, 7, 6), "uint8")
+        w = pack_conv_weight(g.integers(-128, 128, (5, 8, 3, 3)).astype(np.int8))
+        y = b.add1("qconv2d", [x, b.constant("w", w)],
+                   {"pads": [1, 0, 1, 2], "strides": [2, 1], "zero_point": 77}, name="q")
+    else:
+        x = b.input("x", (2, 5, 12), "uint8")
+        w = pack_matmul_weight(g.integers(-128, 128, (12, 9)).astype(np.int8))
+        y = b.add1("qmatmul", [x, b.constant("w", w)], name="q")
+    return b.finish([y]), {"x": g.integers(0, 256, x.shape).astype(np.uint8)}
+
+
+@pytest.mark.parametrize("kind", ["qconv2d", "qmatmul"])
+def test_integer_ops_compute_on_every_target(kind: str, target: str, tmp_path: Path) -> None:
+    """The integer ops' generic code (no dot idiom) on every target, equal to the
+    interpreter's (exact int32 sums)."""
+    graph, feeds = _op_graph(kind)
+    want = run_graph(graph, feeds)[0]
+    artifact = tmp_path / f"m{Target.parse(target).info.suffix}"
+    build(graph, target=target).export_library(artifact)
+    with rt.load(artifact, device=device_of(target)) as module:
+        got = module.run(feeds)[0]
+    assert got.dtype == np.int32 and np.array_equal(got, want)

@@ -16,7 +16,11 @@ from tensorsmith.ir.ops.integer import (
     unpack_matmul_weight,
 )
 from tensorsmith.ir.passes import eliminate_dead_code
-from tensorsmith.ir.passes.integer_products import MAX_DEPTH, integer_products
+from tensorsmith.ir.passes.integer_products import (
+    MAX_DEPTH,
+    IntegerProducts,
+    integer_products,
+)
 
 rng = np.random.default_rng(3)
 
@@ -179,7 +183,22 @@ def test_a_cpu_converts_only_the_convolutions_it_runs_channel_blocked() -> None:
     by 4 (a 128-bit vector's float lanes) it is converted. 0: no convolution is."""
     for block, converted in ((16, False), (8, False), (4, True), (0, False)):
         g, _ = conv_graph()
-        ops = [n.op for n in integer_products(g, conv_block=block).nodes]
+        ops = [n.op for n in integer_products(g, IntegerProducts(conv_block=block)).nodes]
         assert ("qconv2d" in ops, "conv2d" in ops) == (converted, not converted), block
     g, _ = matmul_graph()  # products run their integer tiles on any CPU
-    assert "qmatmul" in [n.op for n in integer_products(g, conv_block=0).nodes]
+    assert "qmatmul" in [n.op for n in integer_products(g, IntegerProducts(conv_block=0)).nodes]
+
+
+def test_without_dequantized_only_the_int32_products_are_converted() -> None:
+    """``dequantized=False`` (a CPU without integer dot products): a QDQ product stays
+    float; an int32 one (MatMulInteger's) still takes the integer op."""
+    g, _ = matmul_graph()
+    before = str(g)
+    assert str(integer_products(g, IntegerProducts(dequantized=False))) == before
+    b = GraphBuilder()
+    x = b.input("x", (2, 8), "uint8")
+    x32 = b.add1("cast", [x], {"dtype": "int32"}, name="x32")
+    w = b.constant("w", rng.integers(-128, 128, (8, 3)).astype(np.int32))
+    g = b.finish([b.add1("matmul", [x32, w], name="mm")])
+    ops = [n.op for n in integer_products(g, IntegerProducts(dequantized=False)).nodes]
+    assert "qmatmul" in ops and "matmul" not in ops

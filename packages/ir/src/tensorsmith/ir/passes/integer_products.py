@@ -56,16 +56,26 @@ MAX_DEPTH = (2**31 - 1) // (255 * 128)
 _MOVES = ("transpose", "reshape")
 
 
-def integer_products(graph: Graph, conv_block: int = 1, dequantized: bool = True) -> Graph:
-    """``graph`` with every qualifying quantized conv2d / matmul computed in integers;
-    a convolution only where its input and output channels are whole blocks of
-    ``conv_block`` (none when it is 0), the float products of QDQ models only with
-    ``dequantized`` (a CPU without integer dot products leaves them in float)."""
+@dataclass(frozen=True)
+class IntegerProducts:
+    """Which products a target computes in integers (build.py decides it per target).
+
+    ``conv_block``: a convolution only where its input and output channels are whole
+    blocks of it (a CPU's channel block; 0: no convolution); ``dequantized``: the float
+    products of QDQ models too (not only the QOperator ops' int32 ones)."""
+
+    conv_block: int = 1
+    dequantized: bool = True
+
+
+def integer_products(graph: Graph, where: IntegerProducts = IntegerProducts()) -> Graph:
+    """``graph`` with every qualifying quantized conv2d / matmul that ``where`` admits
+    computed in integers."""
     replaced: dict[int, Value] = {}
     nodes: list[Node] = []
     for node in graph.nodes:
         node.inputs = [replaced.get(v.uid, v) for v in node.inputs]
-        made = _rewrite(node, conv_block, dequantized)
+        made = _rewrite(node, where)
         if made is None:
             nodes.append(node)
             continue
@@ -76,13 +86,12 @@ def integer_products(graph: Graph, conv_block: int = 1, dequantized: bool = True
     return graph
 
 
-def _rewrite(node: Node, conv_block: int, dequantized: bool
-             ) -> tuple[list[Node], Value] | None:
+def _rewrite(node: Node, where: IntegerProducts) -> tuple[list[Node], Value] | None:
     integer = node.outputs[0].dtype == "int32"
-    if not (integer or dequantized):
+    if not (integer or where.dequantized):
         return None
     if node.op == "conv2d":
-        if not _whole_blocks(node, conv_block):
+        if not _whole_blocks(node, where.conv_block):
             return None
         return _integer_conv(node) if integer else _conv(node)
     if node.op == "matmul":
