@@ -34,6 +34,10 @@ an AVX-512 VNNI Xeon, 2 threads: 3.30 ms against float32's 3.03 with its 24-, 40
 constant folding, which would otherwise multiply each weight by its scales into one
 float32 tensor.
 
+Which products a target takes (:class:`IntegerProducts`) is build._integer_products'
+decision, from the target's facts: a GPU target takes none (its rules tile only the
+float and int32 ones).
+
 The integer products of ONNX's QOperator format (ConvInteger, MatMulInteger,
 QLinearConv, QLinearMatMul), which import as an int32 conv2d or matmul of ``int32(x) -
 zp`` and a constant weight, become the same integer ops (without the float epilogue:
