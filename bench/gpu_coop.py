@@ -28,18 +28,24 @@ import numpy as np
 
 N = 4096
 COOP_TARGET = "vulkan -cooperative-matrix=16x16x16 -subgroup-size=32 -shared-memory=49152"
-#: Tile variants (knob -> value) built next to the default. ``halves``: the default
-#: blocks with shared tiles of float16 elements instead of 16-byte words (stored a float16
-#: at a time; fragments loaded through a float16 pointer): if the default is wrong on a
-#: device and this one right, the driver mishandles loads through a uvec4 pointer.
+#: Variants (knob -> value) built next to the default, each named for what it tests,
+#: with its H100 TFLOP/s at 4096^3 in a comment (te/matrix_lower.py describes the knobs:
+#: ``preload`` requests a step's fragments before the previous step's multiply-adds,
+#: ``prefetch`` holds that many steps in registers, ``raster`` groups workgroups by block
+#: rows for L2 reuse, ``tile_lanes`` 1 keeps float16 elements in the shared tiles).
+_W2X4 = {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 4, "kt": 16}
+_ALL = {"preload": 1, "prefetch": 2, "raster": 8}
 VARIANTS: dict[str, dict[str, int]] = {
-    "halves": {"tile_lanes": 1},
-    "w2x4_f4x2_k32": {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 2, "kt": 32},
-    "w2x4_f4x4_k16": {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 4, "kt": 16},
-    "w2x2_f4x4_k16": {"warps_m": 2, "warps_n": 2, "frags_m": 4, "frags_n": 4, "kt": 16},
-    "w2x2_f4x4_k32": {"warps_m": 2, "warps_n": 2, "frags_m": 4, "frags_n": 4, "kt": 32},
-    "w4x1_f4x4_k16": {"warps_m": 4, "warps_n": 1, "frags_m": 4, "frags_n": 4, "kt": 16},
-    "w4x2_f2x4_k16": {"warps_m": 4, "warps_n": 2, "frags_m": 2, "frags_n": 4, "kt": 16},
+    "w2x4_f4x4_plain": {**_W2X4, "preload": 0, "prefetch": 1, "raster": 1},  # 210
+    "w2x4_preload_raster8": {**_W2X4, "preload": 1, "prefetch": 1, "raster": 8},  # 264
+    "w2x4_all_halves": {**_W2X4, **_ALL, "tile_lanes": 1},  # 231
+    "w4x2_f4x4": {**_W2X4, "warps_m": 4, "warps_n": 2, "preload": 0, "prefetch": 1,
+                  "raster": 1},  # 222
+    "w4x2_f4x4_all": {**_W2X4, **_ALL, "warps_m": 4, "warps_n": 2},  # 236
+    "w2x4_f4x2_k32": {**_W2X4, "frags_n": 2, "kt": 32, "preload": 0, "prefetch": 1,
+                      "raster": 1},  # 177, the first default
+    "w2x2_f4x4_k32": {**_W2X4, "warps_n": 2, "kt": 32, "preload": 0, "prefetch": 1,
+                      "raster": 1},  # 64: 16 accumulators and two sub-steps spill
 }
 TOLERANCE = 2e-3
 

@@ -102,11 +102,11 @@ def _output_step(model: onnx.ModelProto) -> float | None:
     return None if scale is None or scale.size != 1 else float(scale.reshape(-1)[0])
 
 
-def _compile(model: onnx.ModelProto, path: Path) -> Any:
+def _compile(model: onnx.ModelProto, path: Path, target: str, threads: int) -> Any:
     graph, params = from_onnx(model, shape=input_shapes(model))
-    build(graph, target="llvm", params=params).export_library(path)
+    build(graph, target=target, params=params).export_library(path)
     module = rt.load(path)
-    module.set_num_threads(2)
+    module.set_num_threads(threads)
     return module
 
 
@@ -121,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval", type=int, default=32, help="images for top-1 agreement")
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--target", default="llvm",
+                        help='tensorsmith\'s target, e.g. "llvm -mcpu=haswell" for AVX2 code '
+                        "(without the integer dot products of AVX512-VNNI / AVX-VNNI)")
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
 
@@ -141,8 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     quantized = quantized if quantized >= 0 else sum(
         n.op_type == "QuantizeLinear" for n in qdq.graph.node)
 
-    ts_float = _compile(model, work / "float.so")
-    ts_int8 = _compile(qdq, work / "int8.so")
+    ts_float = _compile(model, work / "float.so", args.target, args.threads)
+    ts_int8 = _compile(qdq, work / "int8.so", args.target, args.threads)
     ort_float = ort_session(model, args.threads)
     ort_int8 = ort_session(qdq, args.threads)
     name = model.graph.input[0].name
@@ -180,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.calib} calibration images, seeded random, QDQ): {quantized} "
         + ("nodes quantized" if args.quantizer == "tensorsmith" else "QuantizeLinear nodes"),
         f"host: {env['isa']} ({env['processor'] or env['machine']}), {args.threads} threads "
-        "per engine",
+        f"per engine; tensorsmith target: {args.target}",
         f"top-1 agreement with the float model on {args.eval} other images: tensorsmith "
         f"{agree_ts:.0%}, ONNX Runtime {agree_ort:.0%}; largest relative difference of the "
         f"logits (tensorsmith, 4 images) {rel:.3f}",
@@ -204,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS.mkdir(exist_ok=True)
     isa = env["isa"]
     by = "" if args.quantizer == "tensorsmith" else f"_{args.quantizer}"
+    if args.target != "llvm":  # code for another CPU than this host's
+        by += "_" + "".join(c if c.isalnum() else "-" for c in args.target.split(maxsplit=1)[-1])
     out = RESULTS / f"quantized_{args.model}{by}_{isa}_{datetime.date.today()}.txt"
     out.write_text(f"$ python bench/quantized.py {' '.join(argv or sys.argv[1:])}\n\n{text}\n")
     print(f"\nwritten to {out}")

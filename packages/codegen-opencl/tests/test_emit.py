@@ -16,8 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from tensorsmith.codegen.opencl import emit as emit_module
 from tensorsmith.codegen.opencl import emit_program
 from tensorsmith.codegen.opencl.dtypes import literal
+from tensorsmith.codegen.opencl.emit import SKIPPABLE_UNROLL_MAX
 from tensorsmith.ir.errors import ModelError
 from tensorsmith.ir.te.expr import Binary, Call, Cast, Const, Expr, Load, Select, Var, const
 from tensorsmith.ir.te.stmt import (
@@ -156,6 +158,7 @@ def _cases() -> list[Case]:
     c.append(elementwise("iabs", [i64], i64, lambda a: Call("iabs", (a,), i64), [INTS],
                          np.abs(INTS), exact=True))
     c.append(_local_and_private_memory())
+    c.append(_prefetch_behind_a_guard())
     return c
 
 
@@ -186,23 +189,94 @@ def _local_and_private_memory() -> Case:
     return Case(PrimFunc("memory", [x, out], nest, 1, 1), [data], want)
 
 
+def _prefetch_behind_a_guard() -> Case:
+    """The shape of a tile prefetch (te/tiles.py): in a loop with barriers, the next
+    step's values are loaded into registers under ``if (i + 1 < steps)``, by a copy loop
+    that stays a loop (36 copies, the index a division), then a per-work-item test of
+    the next load. PoCL 3.1 (LLVM 15, AVX-512 host) gave every work-item work-item 0's
+    side of that test unless the copy loop is unrolled, so ``out`` came back all zeros.
+
+    Each work-item sums ``x[i - 1]`` over the steps when its id is odd (0 when even) times
+    a weight that ``w`` holds once per step; the copy loop stages a row of ``w`` through
+    ``__local`` memory."""
+    f32 = "float32"
+    steps, rows = 64, 36
+    x = Buffer("x", (steps,), f32)
+    w = Buffer("w", (steps * rows * PREFETCH_WG,), f32)
+    out = Buffer("out", (PREFETCH_WG,), f32)
+    tile = Buffer("tile", (rows * PREFETCH_WG,), f32, scope="shared")
+    held = Buffer("held", (PREFETCH_WG,), f32, scope="shared")
+    acc = Buffer("acc", (1,), f32, scope="local")
+    w_next = Buffer("w_next", (rows,), f32, scope="local")
+    x_next = Buffer("x_next", (1,), f32, scope="local")
+    bx, tx, i, r1, r2, r3 = (Var(n) for n in ("bx", "tx", "i", "r1", "r2", "r3"))
+    zero = Const(0.0, f32)
+    first = const(0)
+
+    def w_row(r: Var, step: Expr) -> Expr:
+        # element r * WG + tx of the step's tile: w[step][(r * WG + tx) // rows]
+        return bin_("add", bin_("mul", step, const(rows * PREFETCH_WG)),
+                    bin_("floordiv", r * PREFETCH_WG + tx, const(rows)))
+
+    following = bin_("add", i, const(1))
+    prefetch = Seq([
+        For(r3, rows, "serial", Store(w_next, r3, ld(w, w_row(r3, following)))),
+        IfThenElse(bin_("eq", bin_("floormod", tx, const(2)), const(1)),
+                   Store(x_next, first, ld(x, i)), Store(x_next, first, zero)),
+    ])
+    step = Seq([
+        Barrier(),
+        For(r2, rows, "serial", Store(tile, r2 * PREFETCH_WG + tx, ld(w_next, r2))),
+        Store(held, tx, ld(x_next, first)),
+        Barrier(),
+        IfThenElse(bin_("lt", following, const(steps)), prefetch),
+        Store(acc, first, ld(acc, first) + ld(held, tx) * ld(tile, tx * rows)),
+    ])
+    body = Seq([
+        Store(acc, first, zero),
+        Store(x_next, first, zero),
+        For(r1, rows, "serial", Store(w_next, r1, ld(w, w_row(r1, first)))),
+        For(i, steps, "serial", step),
+        Store(out, tx, ld(acc, first)),
+    ])
+    for buf in (x_next, w_next, acc, held, tile):
+        body = Allocate(buf, body)
+    nest = For(bx, 1, "blockIdx.x", For(tx, PREFETCH_WG, "threadIdx.x", body))
+    rng = np.random.default_rng(1)
+    xs = rng.standard_normal(steps).astype(f32)
+    ws = rng.standard_normal(steps * rows * PREFETCH_WG).astype(f32)
+    # work-item t reads tile[t * rows], staged by step s as w[s * rows * WG + t]; the x it
+    # reads at step s was loaded at step s - 1 (x[s - 1], zero at step 0), odd t only
+    t = np.arange(PREFETCH_WG)
+    weights = ws.reshape(steps, rows * PREFETCH_WG)[1:, t]  # steps 1.., per work-item
+    want = (xs[:-1, None] * weights).sum(0) * (t % 2)
+    return Case(PrimFunc("prefetch", [x, w, out], nest, 2, 1), [xs, ws], want.astype(f32))
+
+
+PREFETCH_WG = 64  # the prefetch case's work-group: one group
 CASES = _cases()
 
 
 @pytest.fixture(scope="module")
 def results() -> dict[str, np.ndarray]:
     """Every case compiled into one program and run once."""
+    return run_cases(CASES)
+
+
+def run_cases(cases: list[Case]) -> dict[str, np.ndarray]:
+    """``cases`` emitted into one program, run on the first OpenCL device: the output of
+    each, by function name."""
     import pyopencl as cl
 
     from tensorsmith.runtime.opencl import list_devices
 
-    program = emit_program([case.func for case in CASES])
+    program = emit_program([case.func for case in cases])
     ctx = cl.Context([list_devices()[0]])
     queue = cl.CommandQueue(ctx)
     built = cl.Program(ctx, program.source).build()
     out = {}
     mf = cl.mem_flags
-    for case in CASES:
+    for case in cases:
         arrays = [a.astype("uint8") if a.dtype == bool else a for a in case.inputs]
         result = np.zeros(case.expected.shape, "uint8" if case.expected.dtype == bool
                           else case.expected.dtype)
@@ -225,6 +299,17 @@ def test_function(case: Case, results: dict[str, np.ndarray]) -> None:
         np.testing.assert_array_equal(got, case.expected)
     else:
         np.testing.assert_allclose(got, case.expected, rtol=1e-5, atol=1e-6)
+
+
+def test_prefetch_too_large_to_unroll_behind_a_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_prefetch_behind_a_guard`` with its copy loop over the unroll limit: the loop stays
+    and the guard moves into it, which PoCL runs correctly too."""
+    monkeypatch.setattr(emit_module, "SKIPPABLE_UNROLL_MAX", 8)
+    case = _prefetch_behind_a_guard()
+    source = emit_program([case.func]).source
+    assert "#pragma unroll" not in source
+    got = run_cases([case])[case.func.name]
+    np.testing.assert_allclose(got, case.expected, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("value, dtype, text", [
@@ -268,3 +353,38 @@ def test_bound_loop_inside_a_stage_is_refused() -> None:
     func = PrimFunc("bad", [x], For(Var("s"), 2, "serial", inner), 0, 1)
     with pytest.raises(ModelError, match=r"bound to threadIdx\.x but is not one of the outermost"):
         emit_program([func])
+
+
+@pytest.mark.parametrize("barrier", [True, False], ids=["barrier", "no_barrier"])
+def test_loops_a_uniform_if_skips_are_unrolled_in_kernels_with_barriers(barrier: bool) -> None:
+    """The PoCL workaround of ``_prefetch_behind_a_guard``: when the kernel has barriers, a
+    constant loop under an ``if`` every work-item decides alike is fully unrolled, and one
+    too large to unroll takes the ``if`` inside; a loop under a per-work-item ``if`` and
+    the loops of a kernel without barriers are left as they are."""
+    x = Buffer("x", (N,), "float32")
+    bx, tx = Var("bx"), Var("tx")
+    loops = {name: Var(name) for name in ("uniform_r", "divergent_r", "large_r")}
+
+    def copy(name: str, extent: int) -> Stmt:
+        r = loops[name]
+        return For(r, extent, "serial", Store(x, bin_("floormod", r, const(N)), ld(x, tx)))
+
+    body = Seq([
+        *([Barrier()] if barrier else []),
+        IfThenElse(bin_("lt", bx, const(1)), copy("uniform_r", 36)),
+        IfThenElse(bin_("lt", tx, const(4)), copy("divergent_r", 36)),
+        IfThenElse(bin_("lt", bx, const(1)), copy("large_r", SKIPPABLE_UNROLL_MAX + 1)),
+    ])
+    nest = For(bx, 1, "blockIdx.x", For(tx, WG, "threadIdx.x", body))
+    lines = [line.strip() for line in
+             emit_program([PrimFunc("skips", [x], nest, 0, 1)]).source.splitlines()]
+    at = {name: next(k for k, line in enumerate(lines) if f"for (long {name} = 0;" in line)
+          for name in loops}
+    unrolled = {name for name, k in at.items() if lines[k - 1] == "#pragma unroll"}
+    assert unrolled == ({"uniform_r"} if barrier else set())
+    large = at["large_r"]
+    guard = "if ((bx < 1L)) {"
+    if barrier:  # the guard moved inside the loop
+        assert lines[large - 1] != guard and lines[large + 1] == guard
+    else:
+        assert lines[large - 1] == guard and lines[large + 1] != guard

@@ -133,17 +133,17 @@ def test_disassembly_of_the_kernel() -> None:
         "OpTypeCooperativeMatrixKHR %float %uint_3 %uint_16 %uint_16 %uint_2",
     ]:
         assert line in text, line
-    # the shared tiles hold 16-byte words: 2 steps x 256 rows x (16 + 8) halves for A,
-    # 2 x 16 x (128 + 8) for B; one word per chunk stored
-    assert "OpTypeArray %v4uint %uint_1536" in text and "OpTypeArray %v4uint %uint_544" in text
-    # fragments load row-major (0) from them, the row stride in words (24 / 8, 136 / 8),
+    # the shared tiles hold 16-byte words: 2 steps x 128 rows x (16 + 8) halves for A,
+    # 2 x 16 x (256 + 8) for B; one word per chunk stored
+    assert "OpTypeArray %v4uint %uint_768" in text and "OpTypeArray %v4uint %uint_1056" in text
+    # fragments load row-major (0) from them, the row stride in words (24 / 8, 264 / 8),
     # visible to the workgroup after the barrier
     assert "%uint_0 %uint_3 MakePointerVisible|NonPrivatePointer %uint_2" in text
-    assert "%uint_0 %uint_17 MakePointerVisible|NonPrivatePointer %uint_2" in text
+    assert "%uint_0 %uint_33 MakePointerVisible|NonPrivatePointer %uint_2" in text
     # results stored row-major, C's row stride (4096 float16 elements), after conversion
     assert "OpCooperativeMatrixStoreKHR" in text and "%uint_0 %uint_4096" in text
     assert "OpFConvert" in text
-    assert text.count("OpCooperativeMatrixMulAddKHR") == 16  # 1 sub-step x 4 x 4 fragments
+    assert text.count("OpCooperativeMatrixMulAddKHR") == 32  # 4 x 4 fragments, 2 sets
 
 
 def test_artifact_is_refused_without_cooperative_matrices(tmp_path: Path) -> None:
@@ -251,3 +251,53 @@ def test_tiles_of_float16_elements() -> None:
     # 64 x 64 blocks (2 x 2 subgroups of 2 x 2 fragments), rows of 32 + 8 and 64 + 8
     assert "%uint_0 %uint_40 MakePointerVisible|NonPrivatePointer %uint_2" in text
     assert "%uint_0 %uint_72 MakePointerVisible|NonPrivatePointer %uint_2" in text
+
+
+@pytest.mark.parametrize(("answers", "facts"), [
+    # 1024^3 in 64 x 64 blocks (2 x 2 subgroups of 2 x 2 fragments), 64 steps of 16, a
+    # chunk of A and one of B per invocation and step, 4 fragment loads a step:
+    # fragments a step ahead: two fragment sets, the step loop unrolled by two (a barrier
+    # in each half, one before the loop), each half's loads and the first step's
+    ({"preload": 1}, {"fragments": 4, "chunks": 2, "trips": 32, "barriers": 3,
+                      "loads": 3 * 4}),
+    # two steps in registers: two register sets, the loop unrolled by two
+    ({"prefetch": 2}, {"fragments": 2, "chunks": 4, "trips": 32, "barriers": 3,
+                       "loads": 2 * 4}),
+    ({"preload": 1, "prefetch": 2, "raster": 4},
+     {"fragments": 4, "chunks": 4, "trips": 32, "barriers": 3, "loads": 3 * 4}),
+    # the stash between the two sub-steps of a step of 32: 32 steps, not unrolled
+    ({"kt": 32, "stash_after": 1}, {"fragments": 2, "chunks": 4, "trips": 32,
+                                    "barriers": 2, "loads": 2 * 4}),
+])
+def test_pipeline_knobs_validate(answers: dict[str, int], facts: dict[str, int]) -> None:
+    """The pipeline's knobs (te/matrix_lower.py) give valid SPIR-V of the shape they
+    promise: fragment and register arrays, loop trips, barriers, fragment loads."""
+    new_enough_tools()
+    from tensorsmith.codegen.spirv import codegen
+    from tensorsmith.ir import te
+    from tensorsmith.ir.codegen import gpu_resources
+    from tensorsmith.ir.op_registry import TensorType, get_op
+    from tensorsmith.ir.schedules import schedule_gpu
+
+    op = get_op("matmul")
+    inputs = [te.placeholder((1024, 1024), "float16", f"in{i}") for i in range(2)]
+    outs = op.compute(inputs, {}, op.infer([TensorType((1024, 1024), "float16")] * 2, {}),
+                      "t0")
+    target = Target.parse(COOP)
+    tiles = {"warps_m": 2, "warps_n": 2, "frags_m": 2, "frags_n": 2, "kt": 16, **answers}
+    s = schedule_gpu(outs, resources=gpu_resources(target),  # type: ignore[arg-type]
+                     choose=lambda st, knob, default, choices=(): tiles.get(knob, default))
+    kernels = codegen([te.lower(s, inputs, outs, "mm")], target)  # type: ignore[arg-type]
+    kernels.validate()
+    text = disassemble(kernels.modules()[0].binary)
+    assert text is not None
+    coop = {line.split()[0] for line in text.splitlines()
+            if "OpTypeCooperativeMatrixKHR" in line and "%half" in line}
+    arrays = [line for line in text.splitlines() if "OpTypeArray" in line]
+    assert any(line.split()[3] in coop and line.endswith(f"%uint_{facts['fragments']}")
+               for line in arrays), arrays
+    assert any("%v4uint" in line and line.endswith(f"%uint_{facts['chunks']}")
+               for line in arrays), arrays
+    assert f"OpSLessThan %bool %ko %int_{facts['trips']}" in text
+    assert text.count("OpControlBarrier") == facts["barriers"]
+    assert text.count("OpCooperativeMatrixLoadKHR") == facts["loads"]

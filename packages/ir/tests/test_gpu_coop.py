@@ -100,12 +100,13 @@ def test_default_tile_of_a_large_product() -> None:
     assert s.steps[0].kind == "tensorize"
     params = s.steps[0].args[1]
     assert (params["warps_m"], params["warps_n"], params["frags_m"], params["frags_n"],
-            params["kt"]) == (4, 2, 4, 4, 16)
+            params["kt"], params["preload"], params["prefetch"], params["raster"]
+            ) == (2, 4, 4, 4, 16, 1, 2, 8)
     muladds = [x for x in walk_stmts(func.body) if isinstance(x, FragmentMulAdd)]
-    assert len(muladds) == 1  # in unrolled loops: 1 x (4 x 4) per step
+    assert len(muladds) == 2  # in unrolled loops, 4 x 4 per step: one per fragment set
     text = str(func)
     assert "for threadIdx.x t in 0..256:" in text
-    assert "for blockIdx.y by in 0..16:" in text and "for blockIdx.x bx in 0..32:" in text
+    assert "for blockIdx.y by in 0..32:" in text and "for blockIdx.x bx in 0..16:" in text
     assert "C_shared" not in text  # the fast path: no scratch, no guards
 
 
@@ -129,6 +130,44 @@ def test_default_tile_of_a_large_product() -> None:
     ((136, 48), (48, 136), {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 2,
                             "kt": 32, "tile_lanes": 1}),
     ((40, 24), (24, 56), {"tile_lanes": 1}),
+    # two steps prefetched: an even and an odd step count (one step of zero tiles),
+    # over the edge of M, N and K
+    ((64, 64), (64, 64), {"warps_m": 1, "warps_n": 2, "frags_m": 2, "frags_n": 1,
+                          "kt": 16, "prefetch": 2}),
+    ((70, 40), (40, 72), {"warps_m": 2, "warps_n": 1, "frags_m": 1, "frags_n": 2,
+                          "kt": 16, "prefetch": 2}),
+    ((2, 40, 88), (88, 56), {"prefetch": 2}),
+    # the registers stored after the first of two sub-steps, with one and two steps ahead
+    ((64, 96), (96, 64), {"warps_m": 2, "warps_n": 2, "frags_m": 1, "frags_n": 1,
+                          "kt": 32, "stash_after": 1}),
+    ((40, 80), (80, 56), {"warps_m": 1, "warps_n": 2, "frags_m": 2, "frags_n": 1,
+                          "kt": 32, "stash_after": 1, "prefetch": 2}),
+    # workgroups in groups of 2 and 4 block rows (a permutation of the blocks), guarded
+    # write-back included; wider row padding
+    ((128, 32), (32, 96), {"warps_m": 1, "warps_n": 1, "frags_m": 2, "frags_n": 2,
+                           "kt": 16, "raster": 4}),
+    ((2, 64, 32), (32, 40), {"warps_m": 1, "warps_n": 1, "frags_m": 1, "frags_n": 1,
+                             "kt": 16, "raster": 2, "pad": 24}),
+    ((64, 64), (64, 64), {"warps_m": 1, "warps_n": 2, "frags_m": 2, "frags_n": 1,
+                          "kt": 32, "pad": 16, "raster": 2, "prefetch": 2,
+                          "stash_after": 1}),
+    # fragments loaded a step ahead: even and odd step counts, one and two steps
+    # prefetched, over the edges, batched
+    ((64, 64), (64, 64), {"warps_m": 1, "warps_n": 2, "frags_m": 2, "frags_n": 1,
+                          "kt": 16, "preload": 1}),
+    ((70, 40), (40, 72), {"warps_m": 2, "warps_n": 1, "frags_m": 1, "frags_n": 2,
+                          "kt": 16, "preload": 1}),
+    ((70, 56), (56, 72), {"warps_m": 1, "warps_n": 2, "frags_m": 2, "frags_n": 2,
+                          "kt": 16, "preload": 1, "prefetch": 2}),
+    ((2, 64, 48), (48, 64), {"warps_m": 2, "warps_n": 1, "frags_m": 1, "frags_n": 2,
+                             "kt": 16, "preload": 1, "prefetch": 2, "raster": 2}),
+    ((40, 16), (16, 56), {"preload": 1, "prefetch": 2}),  # a single step
+    # bench/gpu_coop.py's blocks with their knobs: the default's with all of them (2 x 2
+    # blocks, 3 steps), the step of 32 stored after its first sub-step
+    ((512, 48), (48, 256), {"warps_m": 4, "warps_n": 2, "frags_m": 4, "frags_n": 4,
+                            "kt": 16, "preload": 1, "prefetch": 2, "raster": 2}),
+    ((256, 96), (96, 256), {"warps_m": 2, "warps_n": 2, "frags_m": 4, "frags_n": 4,
+                            "kt": 32, "stash_after": 1, "raster": 2}),
 ])
 def test_results_match_numpy(a: tuple[int, ...], b: tuple[int, ...],
                              answers: dict[str, int]) -> None:
@@ -165,9 +204,16 @@ def test_knobs_are_the_tuners_space() -> None:
         return schedule_gpu(outs, choose=choose, resources=COOP)
 
     found = rule_knobs(schedule, outputs)["t0"]
-    assert set(found) == {"warps_m", "warps_n", "frags_m", "frags_n", "kt", "tile_lanes"}
+    assert set(found) == {"warps_m", "warps_n", "frags_m", "frags_n", "kt", "tile_lanes",
+                          "pad", "prefetch", "stash_after", "raster", "preload"}
     with pytest.raises(KnobConflict):  # 4 x 4 subgroups of 4 x 4: 512 invocations
         lowered(inputs, outputs, warps_m=4, warps_n=4, frags_m=4, frags_n=4)
+    with pytest.raises(KnobConflict):  # 256 rows in blocks of 32: 8 block rows, not 3k
+        lowered(inputs, outputs, warps_m=1, warps_n=1, frags_m=2, frags_n=2, raster=3)
+    with pytest.raises(KnobConflict):  # a step of 16 has one sub-step
+        lowered(inputs, outputs, kt=16, stash_after=2)
+    with pytest.raises(KnobConflict):  # fragments a step ahead: one sub-step a step
+        lowered(inputs, outputs, kt=32, preload=1)
 
 
 def test_tensorize_checks_its_stage() -> None:
@@ -185,3 +231,14 @@ def test_tensorize_checks_its_stage() -> None:
         s.tensorize("t0", "matrix_product", {**params, "kt": 24})
     with pytest.raises(ValueError, match=r"tile_lanes=4 is not one of \(8, 1\)"):
         s.tensorize("t0", "matrix_product", {**params, "tile_lanes": 4})
+    with pytest.raises(ValueError, match=r"prefetch=3 is not one of \(1, 2\)"):
+        s.tensorize("t0", "matrix_product", {**params, "prefetch": 3})
+    with pytest.raises(ValueError, match="stash_after=2 exceeds the 1 sub-steps"):
+        s.tensorize("t0", "matrix_product", {**params, "stash_after": 2})
+    with pytest.raises(ValueError, match="raster=3 does not divide the 4 block rows of M=64"):
+        s.tensorize("t0", "matrix_product", {**params, "raster": 3})
+    with pytest.raises(ValueError, match="preload=1 must be 0 or 1, and 1 needs a step of "
+                       "one sub-step"):
+        s.tensorize("t0", "matrix_product", {**params, "kt": 32, "preload": 1})
+    with pytest.raises(ValueError, match=r"parameters \['raster'\] must be positive ints"):
+        s.tensorize("t0", "matrix_product", {**params, "raster": 0})

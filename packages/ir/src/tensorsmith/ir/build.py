@@ -48,6 +48,7 @@ from .passes import (
 )
 from .passes.blocked_layout import block_layouts
 from .passes.index_checks import add_index_checks
+from .passes.integer_products import IntegerProducts
 from .passes.memory_plan import ALIGN
 from .passes.precision import precision_dtype, reduce_precision, widen_inputs_first
 from .records import applicable_steps
@@ -153,16 +154,19 @@ def fused_groups(mod: Graph, params: Mapping[str, np.ndarray] | None = None, opt
     BatchNorm folded into its convolution is converted once, folded)."""
     graph = _bind_params(mod.copy(), params or {})
     _copy_passthrough_outputs(graph)
-    pm = default_pipeline(opt_level)
+    tgt = Target.parse(target) if target is not None else None
+    lanes = 0
+    if (tgt is not None and tgt.family == "cpu" and activation_layout(tgt) == "blocked"
+            and opt_level >= 2):
+        lanes = target_resources(tgt).lanes(4)
+    pm = default_pipeline(opt_level, _integer_products(tgt, lanes))
     reduced = precision_dtype(precision)
     if reduced is not None:
         pm.add("reduce_precision", lambda g: reduce_precision(g, reduced), 0)
-    tgt = Target.parse(target) if target is not None else None
     if tgt is not None and tgt.family == "cpu":
         pm.add("widen_inputs_first", widen_inputs_first, 0)
-    if tgt is not None and tgt.family == "cpu" and activation_layout(tgt) == "blocked":
+    if lanes:
         # windows run on blocks of the CPU's float lanes (passes/blocked_layout.py)
-        lanes = target_resources(tgt).lanes(4)
         pm.add("block_layouts", lambda g: block_layouts(g, lanes), 2)
     pm.dump = dump
     graph = pm.run(graph)
@@ -181,6 +185,24 @@ def fused_groups(mod: Graph, params: Mapping[str, np.ndarray] | None = None, opt
             homes[uid] = homes.get(src.uid, View(src, 0, whole=True))
     groups = [g for g in groups if not _moves_no_data(g, homes, views)]
     return graph, groups, homes
+
+
+def _integer_products(tgt: Target | None, lanes: int) -> IntegerProducts | None:
+    """Which quantized products ``tgt`` computes in integers (passes/integer_products.py):
+    where its integer kernels were measured faster than what they replace.
+
+    A CPU: the QOperator ops' int32 products always (2.5x faster on AVX2, 6x with VNNI,
+    than int32 multiplies), a QDQ model's float ones where it has integer dot products
+    (without them, on AVX2, 1.2x slower than float32), convolutions where they run
+    channel-blocked (``lanes``). Not a GPU: its rules tile only float products and
+    convolutions (gpu_gemm.is_gemm, gpu_conv.is_conv), and untiled the integer ones ran
+    2-5x slower on lavapipe and PoCL than what they replaced. Without a target (a graph
+    only), every one that qualifies."""
+    if tgt is None:
+        return IntegerProducts()
+    if tgt.family != "cpu":
+        return None
+    return IntegerProducts(conv_block=lanes, dequantized=target_resources(tgt).int8_dot)
 
 
 def _bind_params(graph: Graph, params: Mapping[str, np.ndarray]) -> Graph:

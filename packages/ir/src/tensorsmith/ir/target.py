@@ -25,6 +25,10 @@ class CpuResources:
     vector_registers: int
     l2_bytes: int = 512 * 1024
     l1_bytes: int = 32 * 1024  # data cache
+    #: an instruction for four-byte integer dot products (x86's VNNI ``vpdpbusd``), what
+    #: makes integer convolutions and products faster than float ones (without it they
+    #: are exact but slower: passes/integer_products.py)
+    int8_dot: bool = False
 
     def lanes(self, element_bytes: int = 4) -> int:
         """Elements of ``element_bytes`` in one vector register."""

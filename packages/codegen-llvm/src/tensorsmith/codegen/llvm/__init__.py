@@ -42,11 +42,13 @@ class LLVMKernels:
         return self._objects
 
     def source(self, kind: str = "llvm") -> str:
-        """The kernels' LLVM IR, module after module."""
+        """The kernels' LLVM IR, module after module, as compiled for the target."""
         if kind in ("llvm", "ll"):
             from .compile_jobs import module_text
+            from .target_options import llvm_target
 
-            return "\n".join(module_text(f) for f in self.funcs)
+            target = llvm_target(self.target)
+            return "\n".join(module_text(f, target) for f in self.funcs)
         raise ValueError(f"no {kind!r} source for the llvm target; use 'llvm' or 'tir'")
 
     def export(self, path: str, plan: Plan, params: bytes) -> None:

@@ -46,11 +46,14 @@ def default_jobs() -> int:
     return max(1, min(MAX_JOBS, cores or 1))
 
 
-def module_text(func: PrimFunc) -> str:
-    """One kernel as a textual LLVM module."""
+def module_text(func: PrimFunc, target: LlvmTarget | None = None) -> str:
+    """One kernel as a textual LLVM module, using the instructions of ``target`` that only
+    some CPUs have (integer dot products, dot4.py) where it is given."""
+    from .cpu_features import compiled_features
     from .emit import emit_module
 
-    return str(emit_module([func], func.name))
+    features = frozenset(compiled_features(target)) if target is not None else frozenset()
+    return str(emit_module([func], func.name, features=features))
 
 
 def chunks(funcs: list[PrimFunc], jobs: int) -> list[list[PrimFunc]]:
@@ -133,7 +136,7 @@ def compile_objects(
 def _compile(funcs: list[PrimFunc], target: LlvmTarget) -> bytes:
     from .target_machine import compile_modules
 
-    return compile_modules([module_text(f) for f in funcs], target)
+    return compile_modules([module_text(f, target) for f in funcs], target)
 
 
 def _in_worker(pickled: list[bytes], target: LlvmTarget) -> bytes:

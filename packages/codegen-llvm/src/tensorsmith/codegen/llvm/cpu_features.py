@@ -61,6 +61,12 @@ def required_features(triple: str, cpu: str, attrs: str) -> list[str]:
     return list(_required(LlvmTarget(triple, cpu, attrs, host)))
 
 
+def compiled_features(target: LlvmTarget) -> tuple[str, ...]:
+    """The extensions code compiled for the resolved ``target`` may use (what the kernel
+    emitter asks before it uses an instruction only some CPUs have)."""
+    return _required(target)
+
+
 @functools.cache
 def _required(target: LlvmTarget) -> tuple[str, ...]:
     own = llvm.get_process_triple()

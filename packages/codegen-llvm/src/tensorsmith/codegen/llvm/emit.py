@@ -118,9 +118,13 @@ def _unsigned(dtype: str) -> bool:
 class KernelEmitter:
     """Emits one PrimFunc into an LLVM module."""
 
-    def __init__(self, module: ir.Module, func: PrimFunc, fast_math: bool = True) -> None:
+    def __init__(self, module: ir.Module, func: PrimFunc, fast_math: bool = True,
+                 features: frozenset[str] = frozenset()) -> None:
         self.module = module
         self.func = func
+        # the target's instruction set extensions (LLVM's names) that emission may use
+        # directly: integer dot products (dot4.py); empty: portable IR only
+        self.features = features
         self.flags = _NO_NAN_FLAGS if fast_math else ()
         self.vars: dict[int, ir.Value] = {}
         self.sizes: dict[str, ir.Value] = {}  # run-time size name -> its value
@@ -287,7 +291,8 @@ class KernelEmitter:
         ib.call(impl, [args, *pointers, begin, end, *values])
         ib.ret_void()
 
-        inner = KernelEmitter(self.module, self.func, fast_math=bool(self.flags))
+        inner = KernelEmitter(self.module, self.func, fast_math=bool(self.flags),
+                              features=self.features)
         inner.outlined = self.outlined * 100
         jb = ir.IRBuilder(impl.append_basic_block("entry"))
         inner.args_value = impl.args[0]  # for a parallel loop nested in this one
@@ -567,10 +572,13 @@ def _ident(name: str) -> str:
     return "".join(c if c.isalnum() or c in "._" else "_" for c in name)
 
 
-def emit_module(funcs: list[PrimFunc], name: str = "tensorsmith") -> ir.Module:
+def emit_module(funcs: list[PrimFunc], name: str = "tensorsmith",
+                features: frozenset[str] = frozenset()) -> ir.Module:
+    """``funcs`` as one module, using the target's ``features`` (cpu_features.py) where
+    an instruction only some CPUs have does better (dot4.py)."""
     module = ir.Module(name=name)
     for f in funcs:
-        KernelEmitter(module, f).emit()
+        KernelEmitter(module, f, features=features).emit()
     return module
 
 

@@ -37,18 +37,23 @@ def cpu_resources(target: Target) -> CpuResources:
 
 @functools.cache
 def describe(target: LlvmTarget) -> CpuResources:
+    from .cpu_features import compiled_features
+    from .dot4 import dot_width
     from .target_machine import target_machine
 
     bits = _vector_bits(target_machine(target))
     registers = vector_registers(target.arch, bits)
+    dots = dot_width(compiled_features(target)) > 0
     if not target.native:
-        return CpuResources(target.cpu, bits, registers, l2_bytes=1024 * 1024, l1_bytes=32 * 1024)
+        return CpuResources(target.cpu, bits, registers, l2_bytes=1024 * 1024,
+                            l1_bytes=32 * 1024, int8_dot=dots)
     return CpuResources(
         target.cpu,
         bits,
         registers,
         l2_bytes=_host_cache(2, 512 * 1024),
         l1_bytes=_host_cache(1, 32 * 1024),
+        int8_dot=dots,
     )
 
 

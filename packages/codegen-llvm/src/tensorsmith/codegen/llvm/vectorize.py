@@ -212,9 +212,14 @@ class VectorEmitter:
                 *(self._key(c) for c in children(e)))
 
     def store(self, s: Store) -> None:
+        from . import dot4
+
         b = self.b
         zero = ir.Constant(ir.IntType(64), 0)
-        value = self.expr(s.value)
+        dot = dot4.match(s, self.var)
+        value = dot4.emit(self, dot) if dot is not None else None
+        if value is None:
+            value = self.expr(s.value)
         self.em.forget_loads(s.buffer)
         if s.buffer.dtype == "bool":  # i1 in registers, one byte in memory
             value = self.em._as_bool(b, value)

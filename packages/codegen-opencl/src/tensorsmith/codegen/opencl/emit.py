@@ -13,6 +13,10 @@ as the text of its size expression, which the runtime evaluates per run.
 Semantics follow the LLVM backend: integer floordiv/floormod round toward minus
 infinity, float max/min propagate NaN, ``round`` rounds half to even, bool values are
 ints 0/1 and bool buffers hold uchar.
+
+In kernels with barriers, no loop is left for a workgroup-uniform ``if`` to skip: such a
+loop is fully unrolled, or takes the ``if`` inside, because PoCL miscompiles the other
+form (``_KernelWriter._skippable_loop`` says how).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from tensorsmith.ir.te.stmt import (
     Store,
 )
 from tensorsmith.ir.te.symbols import dim_of, symvar
+from tensorsmith.ir.te.visit import collect_loads, free_vars
 
 from .dtypes import (
     EXTENSIONS,
@@ -68,6 +73,10 @@ _RESERVED = frozenset({
     "isinf", "select"
 }) | _SAME_NAME
 _IDENT = re.compile(r"[^A-Za-z0-9_]")
+#: Most statements a loop under a workgroup-uniform ``if`` in a kernel with barriers is
+#: fully unrolled into (see ``_KernelWriter._skippable_loop``); a larger one stays a loop
+#: and takes the ``if`` inside instead.
+SKIPPABLE_UNROLL_MAX = 256
 
 
 @dataclass
@@ -144,6 +153,8 @@ class _KernelWriter:
         self.names = _Names()
         self.lines: list[str] = []
         self.depth = 1
+        self.has_barriers = any(isinstance(x, Barrier) for x in _walk(dispatch.body))
+        self.uniform_ifs = 0  # workgroup-uniform ``if``s around the statement being written
 
     # -- kernel ----------------------------------------------------------------------
     def emit(self) -> str:
@@ -199,12 +210,18 @@ class _KernelWriter:
                 value = f"(uchar)({value})"
             self._line(f"{self.names[s.buffer]}[{self.expr(s.index)}] = {value};")
         elif isinstance(s, IfThenElse):
+            uniform = self._uniform(s.cond)
+            if uniform and self._holds_a_kept_loop(s):
+                self.stmt(_sink_guard(s.cond, s.then))
+                return
+            self.uniform_ifs += uniform
             self._line(f"if ({self.expr(s.cond)}) {{")
             self._block(s.then)
             if s.otherwise is not None:
                 self._line("} else {")
                 self._block(s.otherwise)
             self._line("}")
+            self.uniform_ifs -= uniform
         elif isinstance(s, Allocate):
             if s.buffer.scope != "shared":
                 self._line(f"{self._memory_type(s.buffer.dtype)} "
@@ -221,7 +238,7 @@ class _KernelWriter:
                 f"loop '{s.var.name}' of {self.func.name} is bound to {s.kind} but is not one "
                 "of the outermost loops of its stage; GPU schedules must bind the outermost "
                 "loops of each stage (see tensorsmith.ir.schedules.gpu)")
-        if s.kind == "unrolled":
+        if s.kind == "unrolled" or self._skippable_loop(s):
             self._line("#pragma unroll")
         var = self.names.bind(s.var, s.var.name)
         extent = f"{s.extent}L" if isinstance(s.extent, int) else self.expr(s.extent)
@@ -233,6 +250,48 @@ class _KernelWriter:
         self.depth += 1
         self.stmt(s)
         self.depth -= 1
+
+    def _uniform(self, cond: Expr) -> bool:
+        """Whether every work-item of a workgroup sees the same value of ``cond``: it
+        reads no local id and no memory (block ids, sizes and serial loops only)."""
+        threads = {id(v) for v in self.dispatch.thread_vars.values()}
+        return (not collect_loads(cond)
+                and not any(id(v) in threads for v in free_vars(cond)))
+
+    def _skippable_loop(self, s: For) -> bool:
+        """Whether loop ``s`` is emitted fully unrolled to keep PoCL from miscompiling it.
+
+        In a kernel with barriers, PoCL's kernel compiler (seen with PoCL 3.1 on LLVM 15)
+        runs a loop whose trip count every work-item shares with the work-item loop
+        inside it (implicit loop barriers). When such a loop sits under a uniform ``if``
+        -- the guard ``if (k + 1 < K)`` of a tile prefetch, te/tiles.py -- and a
+        per-work-item branch follows it before the paths join (the zero-padding or bounds
+        test of the next load), PoCL peels work-item 0 and makes every work-item take
+        work-item 0's side of that branch (an ``llvm.assume`` of its own condition): the
+        prefetched input of a padded conv became zeros after the first reduction step.
+        Whether the copy loop is still a loop when PoCL's passes run depends on the
+        optimizer (the index arithmetic, the CPU it tunes for); it showed on an AVX-512
+        host and not on an AVX2 one. Unrolled here, there is no loop left to run that
+        way; a loop too large to unroll takes the ``if`` inside it instead
+        (``_holds_a_kept_loop``), so no ``if`` skips it. Other drivers get the same
+        source: in the schedules' code the loops this matches are those prefetch copies
+        into an invocation's private staging array, which GPU compilers keep in
+        registers only when the copy is unrolled.
+        """
+        if not (self.has_barriers and self.uniform_ifs):
+            return False
+        size = _unrolled_size(s)
+        return size is not None and size <= SKIPPABLE_UNROLL_MAX
+
+    def _holds_a_kept_loop(self, s: IfThenElse) -> bool:
+        """Whether uniform ``s`` of a kernel with barriers holds a loop too large (or too
+        dynamic) to unroll: ``_sink_guard`` then moves the ``if`` into the loop, so that
+        the loop runs on every path and no ``if`` skips it (see ``_skippable_loop``)."""
+        if not self.has_barriers or s.otherwise is not None:
+            return False
+        return any(isinstance(x, For) and not (x.kind == "unrolled" or (
+            (size := _unrolled_size(x)) is not None and size <= SKIPPABLE_UNROLL_MAX))
+            for x in _walk(s.then))
 
     # -- expressions -------------------------------------------------------------------
     def expr(self, e: Expr) -> str:
@@ -329,6 +388,43 @@ def _nonnegative(e: Expr) -> bool:
     if isinstance(e, Binary) and e.op in ("add", "mul", "floordiv", "floormod", "max"):
         return _nonnegative(e.a) and _nonnegative(e.b)
     return False
+
+
+def _sink_guard(cond: Expr, s: Stmt) -> Stmt:
+    """``if (cond) s`` with the ``if`` moved inside ``s``'s loops and sequences: each loop
+    of ``s`` runs whatever ``cond`` is and guards its body instead. Equivalent when
+    ``cond`` reads no memory (nothing in ``s`` can change it)."""
+    if isinstance(s, Seq):
+        return Seq([_sink_guard(cond, x) for x in s.stmts])
+    if isinstance(s, For):
+        return For(s.var, s.extent, s.kind, _sink_guard(cond, s.body))
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _sink_guard(cond, s.body))
+    return IfThenElse(cond, s)
+
+
+def _unrolled_size(s: Stmt) -> int | None:
+    """How many statements ``s`` becomes with every loop in it fully unrolled; None when
+    a loop's extent is known only at run time."""
+    if isinstance(s, For):
+        body = _unrolled_size(s.body)
+        return s.extent * body if isinstance(s.extent, int) and body is not None else None
+    parts: list[Stmt | None] = []
+    if isinstance(s, Seq):
+        parts = list(s.stmts)
+    elif isinstance(s, Allocate):
+        parts = [s.body]
+    elif isinstance(s, IfThenElse):
+        parts = [s.then, s.otherwise]
+    else:
+        return 1
+    total = 0
+    for x in parts:
+        n = _unrolled_size(x) if x is not None else 0
+        if n is None:
+            return None
+        total += n
+    return max(total, 1)
 
 
 def _stored_buffers(s: Stmt) -> set[int]:

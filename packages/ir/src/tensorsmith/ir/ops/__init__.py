@@ -10,6 +10,7 @@ from . import (  # noqa: F401
     expand,
     gather,
     grid_sample,
+    integer,
     nn,
     pad,
     reduce,

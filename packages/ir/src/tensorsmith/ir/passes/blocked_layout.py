@@ -42,9 +42,22 @@ FROM_CHANNELS_LAST = [0, 3, 1, 2]
 def block_layouts(graph: Graph, block: int) -> Graph:
     """``graph`` with its convolutions (and what follows them) on ``[N, C / block, H, W,
     block]`` activations; unchanged when ``block`` is 1 or no convolution qualifies."""
-    if block <= 1 or not any(_convertible_conv(n, block) for n in graph.nodes):
+    if block <= 1 or not any(_convertible_conv(n, block) or _convertible_qconv(n, block)
+                             for n in graph.nodes):
         return graph
     return eliminate_dead_code(_Rewriter(graph, block).run())
+
+
+def _convertible_qconv(node: Node, block: int) -> bool:
+    """An integer convolution (ops/integer.py) whose input and output channels are whole
+    blocks: it reads its uint8 input blocked, each pixel's block of channels one run of
+    bytes (four of them per dot step)."""
+    if node.op != "qconv2d" or node.attrs.get("block"):
+        return False
+    x, w = node.inputs
+    if len(x.shape) != 4 or not w.is_constant or not _static_channels(x):
+        return False
+    return x.shape[1] % block == 0 and w.shape[0] % block == 0 and block % 4 == 0
 
 
 def _convertible_conv(node: Node, block: int) -> bool:
@@ -96,6 +109,10 @@ class _Rewriter:
     # -- the ops that run blocked ------------------------------------------------------
     def convert(self, node: Node) -> bool:
         """Add ``node``'s blocked form and return True, or return False (kept NCHW)."""
+        if _convertible_qconv(node, self.block):
+            self.emit(node, [self.to_blocked(node.inputs[0]), node.inputs[1]],
+                      {**node.attrs, "block": self.block})
+            return True
         if _convertible_conv(node, self.block):
             x = node.inputs[0]
             if (node.attrs.get("groups", 1) != 1 or x.uid in self.blocked

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..graph import Graph
+from .integer_products import IntegerProducts
 
 GraphPass = Callable[[Graph], Graph]
 
@@ -40,14 +41,21 @@ class PassManager:
         return graph
 
 
-def default_pipeline(opt_level: int = 2) -> PassManager:
+def default_pipeline(opt_level: int = 2, integers: IntegerProducts | None = None
+                     ) -> PassManager:
+    """The graph passes by opt level; ``integers`` says which products the target
+    computes in integers (passes/integer_products.py; None: none)."""
     from .cse import eliminate_common_subexpressions
     from .dce import eliminate_dead_code
     from .fold_constants import fold_constants
+    from .integer_products import integer_products
     from .merge_matmuls import merge_parallel_matmuls
     from .simplify import simplify_graph
 
     pm = PassManager(opt_level)
+    if integers is not None:
+        # before folding, which would multiply int8 weights by their scales into float32
+        pm.add("integer_products", lambda g: integer_products(g, integers), 1)
     pm.add("fold_constants", fold_constants, 1)
     pm.add("simplify", simplify_graph, 2)
     pm.add("fold_constants", fold_constants, 2)

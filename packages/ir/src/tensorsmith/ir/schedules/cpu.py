@@ -45,6 +45,7 @@ from ..te.visit import walk
 from .cpu_shapes import (
     channel_vector_weight,
     depthwise_conv,
+    dot_weight,
     element_bytes,
     elementwise_rows,
     fuse_all,
@@ -385,7 +386,7 @@ class CpuRules:
         row_extent = op.axes[-2].extent if row is not None else 1
         cols = op.axes[-1].extent
         vec, rows = register_tile(self.res, cols, row_extent, element_bytes(st))
-        weight = packable_weight(st, self.constants)
+        weight = packable_weight(st, self.constants) or dot_weight(st, self.constants)
         lhs = left_hand_side(st)
         shape = self.tile_shape(st, row, panel=weight or packable_input(st, self.constants),
                                 row_panel=lhs.name if lhs is not None else None)
@@ -562,8 +563,10 @@ class CpuRules:
         lanes = op.axes[4].extent
         rows, cblocks = blocked_tile(self.res, st)
         dense = cblocks > 0
+        # (an integer convolution's weight has a fifth axis: its dots, ops/integer.py)
         weight = next((t.name for t in input_tensors(st.tensor)[1:]
-                       if t.op is None and t.ndim == 4 and t.name in self.constants), None)
+                       if t.op is None and t.ndim in (4, 5) and t.name in self.constants),
+                      None)
         shape = self.tile_shape(st, 3, weight=weight)
         vec = self.vec_knob(st, lanes, lanes)
         order = "rows_first" if dense and pixels_outer(self.res, st) else "natural"
@@ -687,9 +690,11 @@ class CpuRules:
         row = spatial[row_axis] if row_axis is not None else None
         rank = {t.name: t.ndim for t in input_tensors(st.tensor)}
 
+        dots = dot_weight(st, self.constants)
+
         def operand(name: str | None) -> Operand | None:
             return None if name is None else Operand(name, rank.get(name, 2),
-                                                      name not in self.constants)
+                                                      name not in self.constants, name == dots)
 
         return TileShape(
             st.name, spatial, reduce, extent,
@@ -697,7 +702,7 @@ class CpuRules:
             max(reduce, key=lambda n: extent[n]),
             tuple(itertools.permutations(reduce))[:6],
             epilogue_consumer(st, self.out_ids, self.readers), weight, operand(panel),
-            operand(row_panel))
+            operand(row_panel), rank.get(weight, 4) if weight is not None else 4)
 
     def vec_knob(self, st: Stage, vec: int, cols: int) -> int:
         """The register tile's lanes per row (``vec``), asked once: a rule may size other

@@ -114,8 +114,24 @@ def packable_input(st: Stage, constants: frozenset[str]) -> str | None:
     return t.name if t is not None and t.name not in constants else None
 
 
-def panel_layout(ndim: int, vec: int) -> tuple[tuple[int, ...], tuple[int, int]]:
-    """``(order, block)`` storing ``B[.., k, j]`` as panels ``[.., j / vec, k, vec]``."""
+def dot_weight(st: Stage, constants: frozenset[str]) -> str | None:
+    """The constant weight ``B[k / 4, j, 4]`` of an integer product (ops/integer.py),
+    which ``build`` may store as panels with the four dot steps last."""
+    op = st.tensor.op
+    assert op is not None
+    if op.tag != "qmatmul":
+        return None
+    t = input_tensors(st.tensor)[-1]
+    return t.name if t.op is None and t.name in constants and t.ndim == 3 else None
+
+
+def panel_layout(ndim: int, vec: int, dots: bool = False
+                 ) -> tuple[tuple[int, ...], tuple[int, int]]:
+    """``(order, block)`` storing ``B[.., k, j]`` as panels ``[.., j / vec, k, vec]``; with
+    ``dots``, ``B[.., k / 4, j, 4]`` as ``[.., j / vec, k / 4, vec, 4]`` (each step of
+    the panel one run of ``4 x vec`` bytes)."""
+    if dots:
+        return (*range(ndim - 3), ndim - 2, ndim - 3, ndim - 1, ndim), (ndim - 2, vec)
     return (*range(ndim - 2), ndim - 1, ndim - 2, ndim), (ndim - 1, vec)
 
 

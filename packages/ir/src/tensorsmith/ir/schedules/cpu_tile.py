@@ -41,6 +41,7 @@ class Operand:
     name: str
     rank: int
     at_run_time: bool  # an input, not a constant: the kernel copies it (else ``build``)
+    dots: bool = False  # an integer product's [k / 4, j, 4] (ops/integer.py)
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class TileShape:
     weight: str | None = None  # a convolution's weight, stored for lanes over channels
     panel: Operand | None = None  # a product's B, stored as panels when packed
     row_panel: Operand | None = None  # a product's A, stored as row panels when packed
+    weight_rank: int = 4  # 5: an integer convolution's [O, C / 4, KH, KW, 4]
 
 
 @dataclass(frozen=True)
@@ -159,7 +161,10 @@ def build_tile(s: Schedule, shape: TileShape, t: Tile) -> bool:
             spatial[2:4] = [s.fuse(st, spatial[2], spatial[3])]
             row_axis = spatial[2]
         if shape.weight is not None:
-            s.layout(st, shape.weight, (0, 2, 3, 4, 1), (0, shape.extent[spatial[-1]]))
+            # (an integer convolution's four dot steps stay last: [O / b, C / 4, KH, KW,
+            # b, 4], each block's dot one contiguous 4 x b bytes)
+            dots = (5,) if shape.weight_rank == 5 else ()
+            s.layout(st, shape.weight, (0, 2, 3, 4, 1, *dots), (0, shape.extent[spatial[-1]]))
         if t.cblocks > 1:
             spatial[1], block_inner = split_or_keep(s, st, spatial[1], shape.extent[spatial[1]],
                                                     t.cblocks)
@@ -170,7 +175,7 @@ def build_tile(s: Schedule, shape: TileShape, t: Tile) -> bool:
     if t.pack and shape.panel is not None:
         # B[k, j] stored as panels [j / vec, k, vec] (the last one zero-padded): the k loop
         # then walks one contiguous run instead of a row of B (up to a page apart) per step.
-        _store_as(s, st, shape.panel, panel_layout(shape.panel.rank, vec))
+        _store_as(s, st, shape.panel, panel_layout(shape.panel.rank, vec, shape.panel.dots))
     if t.pack_rows and shape.row_panel is not None:
         # A[i, k] stored as row panels [i / rows, k, rows]: the tile's rows of one step
         # of k are then adjacent, where a row of A is K elements from the next (at K a

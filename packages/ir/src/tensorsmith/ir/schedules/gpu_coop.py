@@ -6,11 +6,15 @@ The product is tensorized (``Schedule.tensorize``, lowered by te/matrix_lower.py
 docstring describes the kernel); this module decides when, and sizes it. Every size is
 asked of ``choose`` so the auto-tuner searches the same kernel: subgroups per workgroup
 along M and N (``warps_m``, ``warps_n``), accumulator fragments per subgroup
-(``frags_m``, ``frags_n``), the reduction step (``kt``) and whether shared tiles hold
-16-byte words or float16 elements (``tile_lanes``, 8 or 1). Products this kernel cannot
-take (float32 operands, sizes known only at run time, K or N not a multiple of 8, an
-operand computed in the kernel) keep the tiled rule of gpu_gemm.py, as does every
-product on a target without cooperative matrices.
+(``frags_m``, ``frags_n``), the reduction step (``kt``), whether shared tiles hold
+16-byte words or float16 elements (``tile_lanes``, 8 or 1), the padding of their rows
+(``pad``), steps prefetched into registers (``prefetch``), the sub-steps multiplied
+before the prefetched step is stored (``stash_after``), fragments loaded a step ahead
+(``preload``) and the grouping of workgroups for L2 reuse (``raster``);
+te/matrix_lower.py says what each does to the kernel.
+Products this kernel cannot take (float32 operands, sizes known only at run time, K or
+N not a multiple of 8, an operand computed in the kernel) keep the tiled rule of
+gpu_gemm.py, as does every product on a target without cooperative matrices.
 """
 
 from __future__ import annotations
@@ -19,12 +23,13 @@ import math
 from dataclasses import dataclass
 
 from ..target import GpuResources, MatrixShape
-from ..te.matrix_lower import ACC_DTYPE, INPUT_DTYPE, Params, Product
+from ..te.matrix_lower import ACC_DTYPE, INPUT_DTYPE, PREFETCH, Params, Product
 from ..te.schedule import Schedule, Stage
 from .knobs import Choose, conflict_unless
 
-#: Rows of shared memory are padded by this many elements (16 bytes: chunks stay aligned,
-#: and consecutive rows start 4 banks apart).
+#: Rows of shared memory are padded by this many elements by default (16 bytes: chunks
+#: stay aligned, and the eight 16-byte row pieces a fragment load reads at once fall in
+#: distinct banks for rows of 16 + 8, 32 + 8 and 128 + 8 float16).
 PAD = 8
 #: Invocations of one workgroup at most (every Vulkan device takes 256).
 MAX_INVOCATIONS = 256
@@ -36,7 +41,9 @@ MAX_FRAGMENTS = 16
 @dataclass(frozen=True)
 class CoopTiles:
     """Subgroups (``warps_m`` x ``warps_n``), fragments per subgroup, reduction step,
-    elements per element of the shared tiles."""
+    elements per element of the shared tiles, and the pipeline's choices (row padding,
+    steps prefetched, sub-steps before the stash, 0 for all; workgroup grouping; fragments
+    loaded a step ahead)."""
 
     warps_m: int
     warps_n: int
@@ -44,15 +51,25 @@ class CoopTiles:
     frags_n: int
     kt: int
     tile_lanes: int = 8
+    pad: int = PAD
+    prefetch: int = 1
+    stash_after: int = 0
+    raster: int = 1
+    preload: int = 0
 
 
-#: From the largest block to the smallest. 4x2 subgroups of 4x4 fragments make a 256x128
-#: block of 256 invocations, each A and B fragment used four times: the fastest of the
-#: blocks measured on an H100 at 4096^3 (222 TFLOP/s; 2x4 subgroups of 4x2 fragments
-#: with k 32, the first default, 177; bench/results/gpu_coop_h100_2026-12-05.txt). A
-#: reduction step of 16 beat 32 for every block measured there.
-CANDIDATES = (CoopTiles(4, 2, 4, 4, 16), CoopTiles(2, 2, 4, 4, 16), CoopTiles(2, 2, 2, 2, 32),
-              CoopTiles(1, 2, 2, 2, 32), CoopTiles(1, 1, 1, 1, 16))
+#: From the largest block to the smallest, as measured on an H100 at 4096^3
+#: (bench/results/gpu_coop_h100_2026-12-05.txt). 2x4 subgroups of 4x4 fragments make a
+#: 128x256 block of 256 invocations; with fragments loaded a step ahead, two steps
+#: prefetched and workgroups grouped by 8 block rows it ran at 269 TFLOP/s, against 222
+#: for 4x2 subgroups without the pipeline choices and 177 for the first default (2x4
+#: subgroups of 4x2 fragments, k 32). A reduction step of 16 beat 32 for every block.
+#: The grouped form needs the block rows to be a multiple of 8; the next one does not.
+_PIPELINED = {"prefetch": 2, "preload": 1}
+CANDIDATES = (CoopTiles(2, 4, 4, 4, 16, raster=8, **_PIPELINED),
+              CoopTiles(2, 4, 4, 4, 16, **_PIPELINED), CoopTiles(4, 2, 4, 4, 16),
+              CoopTiles(2, 2, 4, 4, 16), CoopTiles(2, 2, 2, 2, 32), CoopTiles(1, 2, 2, 2, 32),
+              CoopTiles(1, 1, 1, 1, 16))
 #: Enough workgroups to fill a large GPU: blocks shrink until a product yields this many.
 TARGET_WORKGROUPS = 128
 
@@ -69,13 +86,18 @@ def matrix_shape(st: Stage, resources: GpuResources) -> MatrixShape | None:
 def params(shape: MatrixShape, tiles: CoopTiles, subgroup: int) -> dict[str, int]:
     return {"m": shape.m, "n": shape.n, "k": shape.k, "warps_m": tiles.warps_m,
             "warps_n": tiles.warps_n, "frags_m": tiles.frags_m, "frags_n": tiles.frags_n,
-            "kt": tiles.kt, "subgroup": subgroup, "pad": PAD, "tile_lanes": tiles.tile_lanes}
+            "kt": tiles.kt, "subgroup": subgroup, "pad": tiles.pad, "tile_lanes": tiles.tile_lanes,
+            "prefetch": tiles.prefetch, "stash_after": tiles.stash_after or tiles.kt // shape.k,
+            "raster": tiles.raster, "preload": tiles.preload}
 
 
 def _fits(st: Stage, shape: MatrixShape, tiles: CoopTiles, resources: GpuResources) -> bool:
     p = Params(params(shape, tiles, resources.subgroup_size))
     return (p.threads <= MAX_INVOCATIONS and tiles.frags_m * tiles.frags_n <= MAX_FRAGMENTS
-            and tiles.kt % shape.k == 0
+            and tiles.kt % shape.k == 0 and p.pad % 8 == 0
+            and p.stash_after <= p.kt // shape.k and p.prefetch in PREFETCH
+            and -(-Product(st).m // p.rows) % p.raster == 0
+            and (not p.preload or p.kt == shape.k)
             and (p.rows * p.kt) % (8 * p.threads) == 0 and (p.kt * p.cols) % (8 * p.threads) == 0
             and p.shared_bytes(True) <= resources.shared_bytes)
 
@@ -101,7 +123,12 @@ def ask_tiles(st: Stage, choose: Choose, shape: MatrixShape, d: CoopTiles,
                   choose(st, "frags_m", d.frags_m, (1, 2, 4)),
                   choose(st, "frags_n", d.frags_n, (1, 2, 4)),
                   choose(st, "kt", d.kt, (16, 32, 64)),
-                  choose(st, "tile_lanes", d.tile_lanes, (8, 1)))
+                  choose(st, "tile_lanes", d.tile_lanes, (8, 1)),
+                  choose(st, "pad", d.pad, (8, 16, 24)),
+                  choose(st, "prefetch", d.prefetch, PREFETCH),
+                  choose(st, "stash_after", d.stash_after, (0, 1, 2, 3)),
+                  choose(st, "raster", d.raster, (1, 2, 4, 8, 16)),
+                  choose(st, "preload", d.preload, (0, 1)))
     conflict_unless(t == d or _fits(st, shape, t, resources),
                     "the cooperative-matrix tiles exceed a device limit")
     return t

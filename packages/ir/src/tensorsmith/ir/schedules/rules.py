@@ -26,6 +26,9 @@ from .proxy import has_symbols
 TAGGED = ("winograd_input", "winograd_input_blocked", "winograd_columns",
           "winograd_output")
 
+#: The tags of convolutions (float and integer, plain and channel-blocked).
+WINDOWS = ("conv2d", "conv2d_blocked", "qconv2d", "qconv2d_blocked")
+
 
 def stage_kind(st: Stage, out_ids: set[int]) -> str:
     """``inline`` (an elementwise stage read by others), ``elementwise`` (an
@@ -41,9 +44,10 @@ def stage_kind(st: Stage, out_ids: set[int]) -> str:
         if st.name.endswith("_pad") or op.tag == "widen":  # (ops/nn.py: widened)
             return "pad"
         return "elementwise" if st.tensor.uid in out_ids else "inline"
-    if op.tag in ("conv2d", "conv2d_blocked") or op.tag.startswith("pool_"):
+    if op.tag in WINDOWS or op.tag.startswith("pool_"):
         return "window"
-    return "product" if last_axis_contiguous(st) else "reduction"
+    # (an integer product reads its weight [K / 4, N, 4]: ``j`` is not B's last index)
+    return "product" if op.tag == "qmatmul" or last_axis_contiguous(st) else "reduction"
 
 
 RULES: dict[str, dict[str, Callable[[Any, Stage], None]]] = {

@@ -17,6 +17,25 @@ fragment ``frags_m`` times. The reduction runs in steps of ``kt``:
   barrier that ended it);
 * rows of shared memory are padded by ``pad`` elements (a multiple of 8, keeping
   chunks 16-byte aligned) so the rows a fragment load reads fall in different banks;
+* ``prefetch`` 2 holds two steps in registers (two sets, the step loop unrolled by two so
+  each set is indexed by constants): the chunks of step s + 2 are requested at step s
+  and stored at step s + 1, so global memory latency overlaps two steps of arithmetic
+  (an odd step count gets one step of zero tiles, which adds nothing);
+* ``stash_after`` (at most ``kt // k``) of a step's ``kt // k`` sub-steps of multiply-adds
+  run before the registers are stored into shared memory, the rest after: fewer keep
+  the prefetched chunks live through fewer multiply-adds (register pressure of large
+  steps), more leave more time for their global loads;
+* ``preload`` 1 (for a step of one sub-step, ``kt == k``) moves each step's fragment
+  loads ahead of the previous step's multiply-adds, past the barrier: a step stores the
+  next step's chunks, requests a later step's, waits at the barrier, requests the next
+  step's fragments (into a second fragment set) and only then multiplies its own, so
+  the shared-memory loads after the barrier overlap arithmetic instead of stalling it.
+  Still one barrier a step and two halves: the half a step stores into was last read
+  by fragment loads before the previous barrier;
+* ``raster`` > 1 orders the workgroups in groups of ``raster`` block rows, column by
+  column within a group, so the workgroups running together share their A and B
+  blocks in the GPU's L2 cache (the workgroup grid is left as it is, its linear index
+  remapped);
 * a shared tile holds 16-byte words (``tile_lanes`` 8: a chunk is one store, fragments
   load with offsets and strides in words, which the cooperative-matrix load allows) or
   float16 elements (``tile_lanes`` 1: eight stores a chunk).
@@ -61,6 +80,11 @@ INTRINSICS = ("matrix_product",)
 #: Parameters of ``matrix_product``, all positive ints.
 PARAMS = ("m", "n", "k", "warps_m", "warps_n", "frags_m", "frags_n", "kt", "subgroup", "pad",
           "tile_lanes")
+#: Optional parameters (positive ints when given) and their values when not given;
+#: ``stash_after`` defaults to all of a step's ``kt // k`` sub-steps.
+OPTIONAL = {"prefetch": 1, "stash_after": None, "raster": 1, "preload": 0}
+#: Steps held in registers ahead of the multiply-adds.
+PREFETCH = (1, 2)
 #: Elements of a shared tile's element: a 16-byte word, or one float16.
 TILE_LANES = (8, 1)
 #: The element type of the operands and of the accumulator.
@@ -136,6 +160,8 @@ def check_tensorize(st: Stage, intrinsic: str, params: dict[str, Any]) -> None:
         raise ValueError(f"tensorize: unknown intrinsic {intrinsic!r}; known: "
                          + ", ".join(INTRINSICS))
     missing = [p for p in PARAMS if not isinstance(params.get(p), int) or params[p] < 1]
+    missing += [p for p in OPTIONAL if p in params and (not isinstance(params[p], int)
+                                                        or params[p] < (p != "preload"))]
     if missing:
         raise ValueError(f"tensorize {st.name}: parameters {missing} must be positive ints")
     product = Product(st)
@@ -152,6 +178,19 @@ def check_tensorize(st: Stage, intrinsic: str, params: dict[str, Any]) -> None:
         if chunks % p.threads:
             raise ValueError(f"tensorize {st.name}: the {chunks} chunks of a step of {what} "
                              f"do not divide among {p.threads} invocations")
+    if p.prefetch not in PREFETCH:
+        raise ValueError(f"tensorize {st.name}: prefetch={p.prefetch} is not one of "
+                         f"{PREFETCH}")
+    if p.stash_after > p.kt // p.k:
+        raise ValueError(f"tensorize {st.name}: stash_after={p.stash_after} exceeds the "
+                         f"{p.kt // p.k} sub-steps of a step")
+    if p.preload not in (0, 1) or (p.preload and p.kt != p.k):
+        raise ValueError(f"tensorize {st.name}: preload={p.preload} must be 0 or 1, and 1 "
+                         f"needs a step of one sub-step (kt={p.kt}, k={p.k})")
+    blocks_m = -(-product.m // p.rows)
+    if blocks_m % p.raster:
+        raise ValueError(f"tensorize {st.name}: raster={p.raster} does not divide the "
+                         f"{blocks_m} block rows of M={product.m}")
     if (p.m * p.n) % p.subgroup:
         raise ValueError(f"tensorize {st.name}: a {p.m}x{p.n} fragment does not divide "
                          f"among a subgroup of {p.subgroup}")
@@ -166,6 +205,10 @@ class Params:
         self.frags_m, self.frags_n = params["frags_m"], params["frags_n"]
         self.kt, self.subgroup, self.pad = params["kt"], params["subgroup"], params["pad"]
         self.tile_lanes = params["tile_lanes"]
+        self.prefetch = params.get("prefetch", OPTIONAL["prefetch"])
+        self.stash_after = params.get("stash_after") or self.kt // self.k
+        self.raster = params.get("raster", OPTIONAL["raster"])
+        self.preload = params.get("preload", OPTIONAL["preload"])
 
     @property
     def rows(self) -> int:
@@ -222,7 +265,9 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
     bz: Expr = batch if batch is not None else const(0)
     warp, lane = t // p.subgroup, t % p.subgroup
     wm, wn = warp // p.warps_n, warp % p.warps_n
-    row0, col0 = by * p.rows, bx * p.cols
+    grid_m, grid_n = -(-M // p.rows), -(-N // p.cols)
+    block_m, block_n = _rasterized(by, bx, grid_n, p.raster)
+    row0, col0 = block_m * p.rows, block_n * p.cols
     a_base, b_base = product.batch_offset(product.a, bz), product.batch_offset(product.b, bz)
     direct = direct_store(st, product, p)
 
@@ -238,70 +283,123 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
     per_chunk = CHUNK // lanes
     acc = Fragment(f"{st.name}.acc", (p.frags_m * p.frags_n,), ACC_DTYPE, "fragment",
                    "accumulator", p.m, p.n)
-    fa = Fragment(f"{st.name}.a", (p.frags_m,), INPUT_DTYPE, "fragment", "a", p.m, p.k)
-    fb = Fragment(f"{st.name}.b", (p.frags_n,), INPUT_DTYPE, "fragment", "b", p.k, p.n)
+    fsets = 2 if p.preload else 1
+    fa = Fragment(f"{st.name}.a", (fsets * p.frags_m,), INPUT_DTYPE, "fragment", "a", p.m,
+                  p.k)
+    fb = Fragment(f"{st.name}.b", (fsets * p.frags_n,), INPUT_DTYPE, "fragment", "b", p.k,
+                  p.n)
     per_a = p.rows * p.kt // CHUNK // p.threads
     per_b = p.kt * p.cols // CHUNK // p.threads
-    regs = chunk_registers(f"{st.name}.chunks", per_a + per_b)
+    per_set = per_a + per_b
+    regs = chunk_registers(f"{st.name}.chunks", p.prefetch * per_set)
 
-    def fetch(step: Expr) -> Stmt:
-        """This invocation's chunks of step ``step`` of A and B into registers."""
+    def fetch(step: Expr, at: int = 0) -> Stmt:
+        """This invocation's chunks of step ``step`` of A and B into registers ``at`` on
+        (zeros past the last step)."""
         r = Var("r")
         c = t + r * p.threads
         row, col = c // (p.kt // CHUNK), c % (p.kt // CHUNK) * CHUNK
         kcol = step * p.kt + col
-        a_load = ChunkLoad(regs, r, a_buf, a_base + (row0 + row) * K + kcol,
+        a_load = ChunkLoad(regs, _plus(r, at), a_buf, a_base + (row0 + row) * K + kcol,
                            all_of([step < steps, row0 + row < M, kcol < K]))
         r2 = Var("r")
         c2 = t + r2 * p.threads
         krow, col2 = c2 // (p.cols // CHUNK), c2 % (p.cols // CHUNK) * CHUNK
-        b_load = ChunkLoad(regs, r2 + per_a, b_buf, b_base + (step * p.kt + krow) * N + col0
-                           + col2, all_of([step < steps, step * p.kt + krow < K,
-                                           col0 + col2 < N]))
+        b_load = ChunkLoad(regs, r2 + (at + per_a), b_buf,
+                           b_base + (step * p.kt + krow) * N + col0 + col2,
+                           all_of([step < steps, step * p.kt + krow < K, col0 + col2 < N]))
         return Seq([For(r, per_a, "unrolled", a_load), For(r2, per_b, "unrolled", b_load)])
 
-    def stash(half: Expr) -> Stmt:
-        """The registers' chunks into half ``half`` of the shared tiles."""
+    def stash(half: Expr, at: int = 0) -> Stmt:
+        """The chunks of registers ``at`` on into half ``half`` of the shared tiles."""
         r = Var("r")
         c = t + r * p.threads
         row, col = c // (p.kt // CHUNK), c % (p.kt // CHUNK) * per_chunk
-        a_store = ChunkStore(a_smem, half * a_half + row * a_row + col, regs, r)
+        a_store = ChunkStore(a_smem, half * a_half + row * a_row + col, regs,
+                             _plus(r, at))
         r2 = Var("r")
         c2 = t + r2 * p.threads
         krow, col2 = c2 // (p.cols // CHUNK), c2 % (p.cols // CHUNK) * per_chunk
-        b_store = ChunkStore(b_smem, half * b_half + krow * b_row + col2, regs, r2 + per_a)
+        b_store = ChunkStore(b_smem, half * b_half + krow * b_row + col2, regs,
+                             r2 + (at + per_a))
         return Seq([For(r, per_a, "unrolled", a_store), For(r2, per_b, "unrolled", b_store)])
 
-    def multiply(half: Expr) -> Stmt:
-        kk, fi, fj = Var("kk"), Var("fi"), Var("fj")
+    def load_fragments(half: Expr, kk: Expr, fset: int = 0) -> Stmt:
+        """Sub-step ``kk``'s A and B fragments of the step in half ``half`` into fragment
+        set ``fset``."""
+        fi, fj = Var("fi"), Var("fj")
         a_at = (half * a_half + (wm * (p.frags_m * p.m) + fi * p.m) * a_row
                 + kk * (p.k // lanes))
         b_at = (half * b_half + kk * p.k * b_row + wn * (p.frags_n * p.n // lanes)
                 + fj * (p.n // lanes))
-        fi2, fj2 = Var("fi"), Var("fj")
-        loads = Seq([
-            For(fi, p.frags_m, "unrolled", FragmentLoad(fa, fi, a_smem, a_at, a_row)),
-            For(fj, p.frags_n, "unrolled", FragmentLoad(fb, fj, b_smem, b_at, b_row)),
-            For(fi2, p.frags_m, "unrolled", For(fj2, p.frags_n, "unrolled", FragmentMulAdd(
-                acc, fi2 * p.frags_n + fj2, fa, fi2, fb, fj2)))])
-        return For(kk, p.kt // p.k, "unrolled", loads)
+        return Seq([
+            For(fi, p.frags_m, "unrolled", FragmentLoad(fa, _plus(fi, fset * p.frags_m),
+                                                        a_smem, a_at, a_row)),
+            For(fj, p.frags_n, "unrolled", FragmentLoad(fb, _plus(fj, fset * p.frags_n),
+                                                        b_smem, b_at, b_row))])
+
+    def multiply_adds(fset: int = 0) -> Stmt:
+        """Every accumulator += its A fragment x its B fragment of set ``fset``."""
+        fi, fj = Var("fi"), Var("fj")
+        return For(fi, p.frags_m, "unrolled", For(fj, p.frags_n, "unrolled", FragmentMulAdd(
+            acc, fi * p.frags_n + fj, fa, _plus(fi, fset * p.frags_m), fb,
+            _plus(fj, fset * p.frags_n))))
+
+    def multiply(half: Expr, first: int, last: int) -> Stmt:
+        """Sub-steps ``first`` to ``last`` (excluded) of the step in half ``half``."""
+        kk = Var("kk")
+        return For(kk, last - first, "unrolled", Seq([
+            load_fragments(half, _plus(kk, first)), multiply_adds()]))
+
+    def one_step(half: Expr, ahead: Expr, regs_at: int, refill: int) -> Stmt:
+        """The step in half ``half``: registers ``refill`` on take step ``ahead``,
+        registers ``regs_at`` on (the next step, already loaded) go to the other half."""
+        subs = p.kt // p.k
+        parts = [fetch(ahead, refill), multiply(half, 0, p.stash_after),
+                 stash(1 - half, regs_at)]
+        if p.stash_after < subs:
+            parts.append(multiply(half, p.stash_after, subs))
+        return Seq([*parts, Barrier()])
 
     scratch = None if direct else Buffer(
         f"{st.name}.C_shared", (p.warps_m * p.warps_n * p.m * p.n,), ACC_DTYPE, "shared")
+    def preloading_step(ko: Expr, parity: int) -> Stmt:
+        """Step ``ko`` (of ``parity``) with its fragments already loaded (set
+        ``parity``): the next step's chunks stored, a later step's requested, the
+        barrier, the next step's fragments requested (set ``1 - parity``), then the
+        multiply-adds, which the fragment loads overlap."""
+        regs_at = (1 - parity) % p.prefetch * per_set
+        return Seq([stash(const(1 - parity), regs_at), fetch(ko + 1 + p.prefetch, regs_at),
+                    Barrier(), load_fragments(const(1 - parity), const(0), 1 - parity),
+                    multiply_adds(parity)])
+
     ko = Var("ko")
-    half = ko % 2
-    main = For(ko, steps, "serial", Seq([
-        fetch(ko + 1), multiply(half), stash(1 - half), Barrier()]))
+    prologue: list[Stmt] = [fetch(const(0)), stash(const(0))]
+    if p.preload:  # see the module docstring; the loop unrolled by two (fragment sets)
+        prologue += [fetch(const(j), j % p.prefetch * per_set)
+                     for j in range(1, p.prefetch + 1)]
+        prologue += [Barrier(), load_fragments(const(0), const(0), 0)]
+        main: Stmt = For(ko, -(-steps // 2), "serial", Seq([
+            preloading_step(ko * 2, 0), preloading_step(ko * 2 + 1, 1)]))
+    elif p.prefetch == 1:
+        prologue.append(Barrier())
+        main = For(ko, steps, "serial", one_step(ko % 2, ko + 1, 0, 0))
+    else:  # two register sets, alternating: the loop unrolled by two
+        prologue += [fetch(const(1), per_set), Barrier()]
+        s0, s1 = ko * 2, ko * 2 + 1
+        main = For(ko, -(-steps // 2), "serial", Seq([
+            one_step(const(0), s0 + 2, per_set, 0),
+            one_step(const(1), s1 + 2, 0, per_set)]))
     f = Var("f")
     init = For(f, p.frags_m * p.frags_n, "unrolled", FragmentFill(acc, f, 0.0))
-    body: Stmt = Seq([init, fetch(const(0)), stash(const(0)), Barrier(), main,
+    body: Stmt = Seq([init, *prologue, main,
                       _write_back(low, st, product, p, out, acc, scratch,
                                   (bz, row0, col0, wm, wn, warp, lane))])
     for buf in (regs, fb, fa, acc, b_smem, a_smem, *([scratch] if scratch else [])):
         body = Allocate(buf, body)
     nest: Stmt = For(t, p.threads, "threadIdx.x", body)
-    nest = For(bx, -(-N // p.cols), "blockIdx.x", nest)
-    nest = For(by, -(-M // p.rows), "blockIdx.y", nest)
+    nest = For(bx, grid_n, "blockIdx.x", nest)
+    nest = For(by, grid_m, "blockIdx.y", nest)
     if batch is not None:
         nest = For(batch, math.prod(product.batch), "blockIdx.z", nest)
     return nest
@@ -342,6 +440,24 @@ def _write_back(low: _Lowerer, st: Stage, product: Product, p: Params, out: Buff
         For(e, p.m * p.n // p.subgroup, "unrolled", write), Barrier()]))
 
 
+def _plus(e: Expr, offset: int) -> Expr:
+    return e + offset if offset else e
+
+
+def _rasterized(by: Var, bx: Var, grid_n: int, raster: int) -> tuple[Expr, Expr]:
+    """The block (row, column) workgroup (``by``, ``bx``) computes: itself, or with
+    ``raster`` > 1 the workgroups' linear order walked through groups of ``raster``
+    block rows, down each column of a group before the next column, so consecutive
+    workgroups read ``raster`` blocks of A and few of B (the grid's row count is a
+    multiple of ``raster``, see ``check_tensorize``)."""
+    if raster == 1:
+        return by, bx
+    group = raster * grid_n
+    linear = by * grid_n + bx
+    within = linear % group
+    return linear // group * raster + within % raster, within // raster
+
+
 def _unravel(flat: Expr, shape: tuple[int, ...]) -> list[Expr]:
     """The coordinates of row-major index ``flat`` in ``shape``."""
     out: list[Expr] = []
@@ -352,5 +468,5 @@ def _unravel(flat: Expr, shape: tuple[int, ...]) -> list[Expr]:
     return out[::-1]
 
 
-__all__ = ["ACC_DTYPE", "INPUT_DTYPE", "INTRINSICS", "PARAMS", "Params", "Product",
-           "check_tensorize", "direct_store", "lower_matrix_product"]
+__all__ = ["ACC_DTYPE", "INPUT_DTYPE", "INTRINSICS", "OPTIONAL", "PARAMS", "PREFETCH",
+           "Params", "Product", "check_tensorize", "direct_store", "lower_matrix_product"]

@@ -1,0 +1,272 @@
+"""Four-byte integer dot products in vector loops: x86's ``vpdpbusd`` where the target
+has it (AVX512-VNNI, AVX-VNNI), ``vpmaddwd`` and ``vphaddd`` on AVX2 without it, and
+elsewhere an exact widening form in portable vector IR.
+
+The integer ops (tensorsmith.ir.ops.integer) accumulate, per output lane ``n``,
+
+    acc[n] += int32(x[a]) * int32(w[b + 4n]) + ... + int32(x[a + 3]) * int32(w[b + 4n + 3])
+
+with ``x`` uint8 and the same for every lane (one activation pixel's four channels) and
+``w`` int8, four adjacent bytes per lane (the weight's dot axis is last). That is one
+``vpdpbusd``: a 32-bit broadcast of ``x[a..a+3]``, one load of ``4 x lanes`` weight bytes,
+four unsigned-by-signed byte products summed into each 32-bit lane, exactly (it does not
+saturate; ``vpdpbusds`` would). Without VNNI the bytes widen to 16 bits, multiply
+exactly (255 x -128 fits), and two rounds of adjacent sums in 32 bits make the same
+values (:func:`_pair_sums`, :func:`_widened`); ``vpmaddubsw`` is not used: it
+saturates its 16-bit pair sums.
+
+:func:`dot_width` reads the lanes of the target's ``vpdpbusd`` from its features (the
+codegen plug-in resolves them, cpu_features.py; the emitter holds them); 0 means none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from tensorsmith.ir.te.expr import Binary, Cast, Const, Expr, Load, Var
+from tensorsmith.ir.te.stmt import Store
+
+from .constants import vector
+
+if TYPE_CHECKING:
+    from .vectorize import VectorEmitter
+
+#: Bytes per 32-bit lane of one dot.
+DOT = 4
+#: 32-bit lanes of an AVX2 register.
+AVX2_LANES = 8
+I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+
+
+def dot_width(features: Collection[str]) -> int:
+    """The 32-bit lanes of the widest ``vpdpbusd`` among a target's extensions (LLVM's
+    names, cpu_features.compiled_features): 16 with AVX512-VNNI, 8 with AVX-VNNI, else
+    0."""
+    on = set(features)
+    if "avx512vnni" in on and "avx512f" in on:
+        return 16
+    if "avxvnni" in on:
+        return 8
+    return 0
+
+
+@dataclass(frozen=True)
+class Dot4:
+    """A matched accumulation: ``acc`` plus the dot of ``x`` (first of four bytes, the same
+    for every lane) and ``w`` (first of ``4 x lanes`` bytes)."""
+
+    acc: Expr
+    x: Load
+    w: Load
+
+
+def match(s: Store, var: Var) -> Dot4 | None:
+    """``s`` as ``buf[i] = buf[i] + dot`` over loop ``var``, or None."""
+    from .vectorize import stride_of
+
+    value = s.value
+    if not (isinstance(value, Binary) and value.op == "add" and value.dtype == "int32"):
+        return None
+    acc, terms = value.a, _terms(value.b)
+    if terms is None or not isinstance(acc, Load) or acc.buffer is not s.buffer:
+        return None
+    xs, ws = zip(*terms)
+    if not all(x.buffer is xs[0].buffer for x in xs) or xs[0].buffer.dtype != "uint8":  # type: ignore[union-attr]
+        return None
+    if not all(w.buffer is ws[0].buffer for w in ws) or ws[0].buffer.dtype != "int8":  # type: ignore[union-attr]
+        return None
+    if any(stride_of(x.indices[0], var) != 0 for x in xs):
+        return None
+    if any(stride_of(w.indices[0], var) != DOT for w in ws):
+        return None
+    if not (_consecutive([x.indices[0] for x in xs])
+            and _consecutive([w.indices[0] for w in ws])):
+        return None
+    return Dot4(acc, xs[0], ws[0])
+
+
+def _terms(e: Expr) -> list[tuple[Load, Load]] | None:
+    """``((p0 + p1) + p2) + p3`` with each ``p = int32(x) * int32(w)``: the four (x, w)."""
+    products = []
+    while isinstance(e, Binary) and e.op == "add" and len(products) < DOT - 1:
+        products.append(e.b)
+        e = e.a
+    products.append(e)
+    products.reverse()
+    if len(products) != DOT:
+        return None
+    out = []
+    for p in products:
+        if not (isinstance(p, Binary) and p.op == "mul" and isinstance(p.a, Cast)
+                and isinstance(p.b, Cast) and isinstance(p.a.value, Load)
+                and isinstance(p.b.value, Load)):
+            return None
+        out.append((p.a.value, p.b.value))
+    return out
+
+
+def _consecutive(indices: list[Expr]) -> bool:
+    """Whether ``indices[j]`` is ``indices[0] + j`` (as linear forms over their leaves)."""
+    first = _linear(indices[0])
+    if first is None:
+        return False
+    for j, e in enumerate(indices[1:], start=1):
+        form = _linear(e)
+        if form is None or form[0] != first[0] or form[1] != first[1] + j:
+            return False
+    return True
+
+
+def _linear(e: Expr) -> tuple[dict[object, int], int] | None:
+    """``e`` as ({leaf: coefficient}, constant): sums and constant multiples of any
+    other subexpressions, each such leaf keyed by its structure."""
+    if isinstance(e, Const):
+        return ({}, int(e.value)) if not e.dtype.startswith("float") else None
+    if isinstance(e, Binary) and e.op in ("add", "sub"):
+        a, b = _linear(e.a), _linear(e.b)
+        if a is None or b is None:
+            return None
+        sign = 1 if e.op == "add" else -1
+        terms = dict(a[0])
+        for k, v in b[0].items():
+            terms[k] = terms.get(k, 0) + sign * v
+        return {k: v for k, v in terms.items() if v}, a[1] + sign * b[1]
+    if isinstance(e, Binary) and e.op == "mul" and isinstance(e.b, Const):
+        a = _linear(e.a)
+        if a is None:
+            return None
+        c = int(e.b.value)
+        return {k: v * c for k, v in a[0].items() if v * c}, a[1] * c
+    return {_key(e): 1}, 0
+
+
+def _key(e: Expr) -> object:
+    if isinstance(e, Var):
+        return ("var", id(e))
+    if isinstance(e, Const):
+        return ("const", e.value, e.dtype)
+    if isinstance(e, Load):
+        return ("load", id(e.buffer), *(_key(i) for i in e.indices))
+    from tensorsmith.ir.te.visit import children
+
+    return (type(e).__name__, getattr(e, "op", getattr(e, "fn", e.dtype)),
+            *(_key(c) for c in children(e)))
+
+
+def emit(ve: VectorEmitter, d: Dot4) -> ir.Value | None:
+    """The accumulated vector of ``d`` over the loop's lanes, or None where this form
+    cannot emit it (a lane count that is no whole number of registers, without VNNI no
+    power of two). Under a split's tail mask the weight bytes are a masked load (those
+    past the last lane may lie past the buffer); the activation's four bytes are the
+    same for every lane, so inside the buffer whenever a lane runs."""
+    width, lanes = dot_width(ve.em.features), ve.lanes
+    vnni = bool(width) and lanes % width == 0
+    pairs = not vnni and "avx2" in ve.em.features and lanes % AVX2_LANES == 0
+    if not (vnni or pairs) and lanes & (lanes - 1):
+        return None
+    b = ve.b
+    acc = ve.expr(d.acc)
+    ve.em.vars[id(ve.var)] = ir.Constant(I64, 0)
+    x_addr = ve.em._address(b, d.x.buffer, d.x.indices[0])  # type: ignore[arg-type]
+    w_addr = ve.em._address(b, d.w.buffer, d.w.indices[0])  # type: ignore[arg-type]
+    x4 = b.load(b.bitcast(x_addr, I32.as_pointer()), typ=I32, align=1)
+    w = _weight_bytes(ve, w_addr)
+    xs = ve.splat(x4, ir.VectorType(I32, lanes))
+    if vnni:
+        return _vnni(ve, acc, xs, b.bitcast(w, ir.VectorType(I32, lanes)), width)
+    if pairs:
+        return _pair_sums(ve, acc, x4, w)
+    return b.add(acc, _widened(ve, b.bitcast(xs, ir.VectorType(I8, DOT * lanes)), w))
+
+
+def _weight_bytes(ve: VectorEmitter, addr: ir.Value) -> ir.Value:
+    """The ``4 x lanes`` weight bytes at ``addr``: one load, masked by lane under a tail
+    mask (each lane's bit for its four bytes)."""
+    b, vty = ve.b, ir.VectorType(I8, DOT * ve.lanes)
+    mask = getattr(ve, "mask", None)
+    if mask is None:
+        return b.load(b.bitcast(addr, vty.as_pointer()), typ=vty, align=1)
+    wide = b.shuffle_vector(mask, ir.Constant(mask.type, ir.Undefined), vector(
+        ir.VectorType(I32, DOT * ve.lanes), [i // DOT for i in range(DOT * ve.lanes)]))
+    fn = ve._masked("load", vty, ir.FunctionType(vty, [addr.type, I32, wide.type, vty]),
+                    lanes=DOT * ve.lanes)
+    return b.call(fn, [addr, ir.Constant(I32, 1), wide, ir.Constant(vty, None)])
+
+
+def _vnni(ve: VectorEmitter, acc: ir.Value, xs: ir.Value, w: ir.Value, width: int
+          ) -> ir.Value:
+    """``vpdpbusd`` on each register of ``width`` lanes."""
+    b, lanes = ve.b, ve.lanes
+    vty = ir.VectorType(I32, width)
+    fn = ve.em._declare(f"llvm.x86.avx512.vpdpbusd.{32 * width}",
+                        ir.FunctionType(vty, [vty, vty, vty]))
+    parts = []
+    for start in range(0, lanes, width):
+        pick = vector(ir.VectorType(I32, width), range(start, start + width))
+
+        def part(v: ir.Value, pick: ir.Constant = pick) -> ir.Value:
+            return v if width == lanes else b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined),
+                                                             pick)
+
+        parts.append(b.call(fn, [part(acc), part(xs), part(w)]))
+    if len(parts) == 1:
+        return parts[0]
+    from .vectorize import _concat
+
+    return _concat(b, parts)
+
+
+def _pair_sums(ve: VectorEmitter, acc: ir.Value, x4: ir.Value, w: ir.Value) -> ir.Value:
+    """AVX2 without VNNI, per register of 8 lanes: the weights' 32 bytes sign-extended to
+    16 bits in two halves, ``vpmaddwd`` with the activation's four bytes (zero-extended,
+    repeated) gives each lane's two pair sums, ``vphaddd`` adds them. ``vphaddd`` adds
+    within 128-bit halves, so the halves take lanes (0, 1, 4, 5) and (2, 3, 6, 7): its
+    sums then come out in lane order. Exact: a pair sum is at most 2 x 255 x 128."""
+    b, lanes = ve.b, ve.lanes
+    i16x16, i32x8 = ir.VectorType(I16, 16), ir.VectorType(I32, AVX2_LANES)
+    madd = ve.em._declare("llvm.x86.avx2.pmadd.wd", ir.FunctionType(i32x8, [i16x16, i16x16]))
+    hadd = ve.em._declare("llvm.x86.avx2.phadd.d", ir.FunctionType(i32x8, [i32x8, i32x8]))
+    four = b.zext(b.bitcast(x4, ir.VectorType(I8, DOT)), ir.VectorType(I16, DOT))
+    x16 = b.shuffle_vector(four, ir.Constant(four.type, ir.Undefined),
+                           vector(ir.VectorType(I32, 16), [i % DOT for i in range(16)]))
+    undef = ir.Constant(w.type, ir.Undefined)
+    parts = []
+    for start in range(0, lanes, AVX2_LANES):
+        base = DOT * start
+        halves = [b.sext(b.shuffle_vector(w, undef, vector(ir.VectorType(I32, 16), [
+            base + DOT * lane + byte for lane in group for byte in range(DOT)])), i16x16)
+            for group in ((0, 1, 4, 5), (2, 3, 6, 7))]
+        sums = b.call(hadd, [b.call(madd, [x16, halves[0]]), b.call(madd, [x16, halves[1]])])
+        parts.append(sums)
+    if len(parts) == 1:
+        return b.add(acc, parts[0])
+    from .vectorize import _concat
+
+    return b.add(acc, _concat(b, parts))
+
+
+def _widened(ve: VectorEmitter, x: ir.Value, w: ir.Value) -> ir.Value:
+    """The four-byte dots of ``x`` (uint8) and ``w`` (int8) as 32-bit lanes, exactly: the
+    bytes widened to 16 bits, adjacent products summed in 32 bits (the shape LLVM
+    selects ``vpmaddwd`` for), then adjacent pair sums."""
+    b, n = ve.b, DOT * ve.lanes
+    wide = ir.VectorType(I16, n)
+    x16, w16 = b.zext(x, wide), b.sext(w, wide)
+    (xe, xo), (we, wo) = _halves(b, x16, n), _halves(b, w16, n)
+    half = ir.VectorType(I32, n // 2)
+    pairs = b.add(b.mul(b.sext(xe, half), b.sext(we, half)),
+                  b.mul(b.sext(xo, half), b.sext(wo, half)))
+    even, odd = _halves(b, pairs, n // 2)
+    return b.add(even, odd)
+
+
+def _halves(b: ir.IRBuilder, v: ir.Value, n: int) -> tuple[ir.Value, ir.Value]:
+    """The even and the odd lanes of ``v`` (``n`` lanes)."""
+    undef = ir.Constant(v.type, ir.Undefined)
+    return tuple(b.shuffle_vector(v, undef, vector(ir.VectorType(I32, n // 2),
+                                                   range(first, n, 2)))
+                 for first in (0, 1))  # type: ignore[return-value]
