@@ -280,6 +280,10 @@ def test_tiles_of_float16_elements() -> None:
     ({"warps_m": 4, "warps_n": 4, "frags_m": 4, "frags_n": 4, "preload": 1, "prefetch": 2},
      {"fragments": 8, "chunks": 4, "trips": 32, "barriers": 3, "loads": 3 * 8,
       "invocations": 512}),
+    # 4 x 4 subgroups of 2 x 4: 256 chunks of A among 512 invocations (half idle)
+    ({"warps_m": 4, "warps_n": 4, "frags_m": 2, "frags_n": 4, "preload": 1, "prefetch": 2},
+     {"fragments": 8, "chunks": 4, "trips": 32, "barriers": 3, "loads": 3 * 6,
+      "invocations": 512}),
 ])
 def test_pipeline_knobs_validate(answers: dict[str, int], facts: dict[str, int]) -> None:
     """The pipeline's knobs (te/matrix_lower.py) give valid SPIR-V of the shape they

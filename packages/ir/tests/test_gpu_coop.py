@@ -210,6 +210,20 @@ def test_fragments_from_global_memory(a: tuple[int, ...], b: tuple[int, ...],
         assert "load_matrix(in1[" in text
 
 
+@pytest.mark.parametrize(("a", "b", "answers"), [
+    # 32 chunks of A a step among 64 invocations, over the edge of M and N
+    ((40, 48), (48, 72), {"warps_m": 1, "warps_n": 2, "frags_m": 1, "frags_n": 1,
+                          "kt": 16}),
+    # 32 chunks of B among 64, two steps prefetched, preloaded (odd step count)
+    ((64, 48), (48, 16), {"warps_m": 2, "warps_n": 1, "frags_m": 1, "frags_n": 1,
+                          "kt": 16, "prefetch": 2, "preload": 1}),
+])
+def test_chunks_fewer_than_invocations(a: tuple[int, ...], b: tuple[int, ...],
+                                       answers: dict[str, int]) -> None:
+    text = str(run(a, b, **answers))
+    assert "if ((t + (r * 64)) < 32):" in text  # the idle invocations store nothing
+
+
 def test_workgroups_of_512_invocations() -> None:
     """4 x 4 subgroups of 4 x 4 fragments (a 256 x 256 block) where the target allows
     1024 invocations; the write-back needs no scratch, so the tiles may take the rest
@@ -219,6 +233,9 @@ def test_workgroups_of_512_invocations() -> None:
     text = str(func)
     assert "for threadIdx.x t in 0..512:" in text and "C_shared" not in text
     run((256, 48), (48, 256), resources=WIDE, **w4x4, b_global=1)
+    # 4 x 4 subgroups of 2 x 4 fragments: 256 chunks of A a step among 512 invocations
+    run((128, 48), (48, 256), resources=WIDE, **{**w4x4, "frags_m": 2}, preload=1,
+        prefetch=2)
     inputs, outputs = matmul((256, 256), (256, 256))
     with pytest.raises(KnobConflict):
         lowered(inputs, outputs, COOP, **w4x4)

@@ -107,7 +107,6 @@ def _fits(st: Stage, shape: MatrixShape, tiles: CoopTiles, resources: GpuResourc
             and p.stash_after <= p.kt // shape.k and p.prefetch in PREFETCH
             and -(-product.m // p.rows) % p.raster == 0
             and (not p.preload or p.kt == shape.k)
-            and p.a_chunks % p.threads == 0 and p.b_chunks % p.threads == 0
             and (not p.a_global or (product.m % p.rows == 0 and product.k % p.kt == 0))
             and (not p.b_global or (product.k % p.kt == 0 and product.n % p.cols == 0))
             and p.shared_bytes(scratch) <= resources.shared_bytes)

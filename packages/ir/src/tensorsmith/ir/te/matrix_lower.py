@@ -10,6 +10,8 @@ fragment ``frags_m`` times. The reduction runs in steps of ``kt``:
 * the workgroup's invocations copy the ``rows x kt`` block of A and the ``kt x cols``
   block of B into shared memory in 16-byte chunks, zero where the block passes the
   tensor's edge (so any M, N and K, with K and N multiples of 8, are computed whole);
+  where an operand's chunks do not divide among the invocations, those past the last
+  chunk are idle in the last round (a guard);
 * shared memory holds two steps: while a step is multiplied, each invocation already
   holds its chunks of the next one in registers, stored to the other half after the
   multiply-adds, so global memory latency overlaps the arithmetic and one barrier per
@@ -183,10 +185,6 @@ def check_tensorize(st: Stage, intrinsic: str, params: dict[str, Any]) -> None:
     if p.kt % p.k or p.kt % CHUNK or p.pad % CHUNK:
         raise ValueError(f"tensorize {st.name}: the step kt={p.kt} must be a multiple of "
                          f"k={p.k} and {CHUNK}, and the padding {p.pad} of {CHUNK}")
-    for what, chunks in (("A", p.a_chunks), ("B", p.b_chunks)):
-        if chunks % p.threads:
-            raise ValueError(f"tensorize {st.name}: the {chunks} chunks of a step of {what} "
-                             f"do not divide among {p.threads} invocations")
     if p.prefetch not in PREFETCH:
         raise ValueError(f"tensorize {st.name}: prefetch={p.prefetch} is not one of "
                          f"{PREFETCH}")
@@ -325,7 +323,12 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
                   p.k)
     fb = Fragment(f"{st.name}.b", (fsets * p.frags_n,), INPUT_DTYPE, "fragment", "b", p.k,
                   p.n)
-    per_a, per_b = p.a_chunks // p.threads, p.b_chunks // p.threads
+    per_a, per_b = -(-p.a_chunks // p.threads), -(-p.b_chunks // p.threads)
+
+    def mine(c: Expr, chunks: int) -> list[Expr]:
+        """Whether chunk ``c`` exists, where the chunks do not divide among the
+        invocations (the last round leaves some idle)."""
+        return [c < chunks] if chunks % p.threads else []
     per_set = per_a + per_b
     regs = chunk_registers(f"{st.name}.chunks", p.prefetch * per_set)
 
@@ -337,13 +340,15 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
         row, col = c // (p.kt // CHUNK), c % (p.kt // CHUNK) * CHUNK
         kcol = step * p.kt + col
         a_load = ChunkLoad(regs, _plus(r, at), a_buf, a_base + (row0 + row) * K + kcol,
-                           all_of([step < steps, row0 + row < M, kcol < K]))
+                           all_of([*mine(c, p.a_chunks), step < steps, row0 + row < M,
+                                   kcol < K]))
         r2 = Var("r")
         c2 = t + r2 * p.threads
         krow, col2 = c2 // (p.cols // CHUNK), c2 % (p.cols // CHUNK) * CHUNK
         b_load = ChunkLoad(regs, r2 + (at + per_a), b_buf,
                            b_base + (step * p.kt + krow) * N + col0 + col2,
-                           all_of([step < steps, step * p.kt + krow < K, col0 + col2 < N]))
+                           all_of([*mine(c2, p.b_chunks), step < steps,
+                                   step * p.kt + krow < K, col0 + col2 < N]))
         return _staged(per_a, per_b, For(r, per_a, "unrolled", a_load),
                        For(r2, per_b, "unrolled", b_load))
 
@@ -352,13 +357,17 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
         r = Var("r")
         c = t + r * p.threads
         row, col = c // (p.kt // CHUNK), c % (p.kt // CHUNK) * per_chunk
-        a_store = ChunkStore(a_smem, half * a_half + row * a_row + col, regs,
-                             _plus(r, at))
+        a_store: Stmt = ChunkStore(a_smem, half * a_half + row * a_row + col, regs,
+                                   _plus(r, at))
+        if mine(c, p.a_chunks):
+            a_store = IfThenElse(all_of(mine(c, p.a_chunks)), a_store)
         r2 = Var("r")
         c2 = t + r2 * p.threads
         krow, col2 = c2 // (p.cols // CHUNK), c2 % (p.cols // CHUNK) * per_chunk
-        b_store = ChunkStore(b_smem, half * b_half + krow * b_row + col2, regs,
-                             r2 + (at + per_a))
+        b_store: Stmt = ChunkStore(b_smem, half * b_half + krow * b_row + col2, regs,
+                                   r2 + (at + per_a))
+        if mine(c2, p.b_chunks):
+            b_store = IfThenElse(all_of(mine(c2, p.b_chunks)), b_store)
         return _staged(per_a, per_b, For(r, per_a, "unrolled", a_store),
                        For(r2, per_b, "unrolled", b_store))
 
