@@ -224,6 +224,37 @@ def test_chunks_fewer_than_invocations(a: tuple[int, ...], b: tuple[int, ...],
     assert "if ((t + (r * 64)) < 32):" in text  # the idle invocations store nothing
 
 
+def _a_store_banks(**answers: Any) -> list[int]:
+    """Per quarter subgroup (8 invocations: what shared memory serves at once for
+    16-byte stores) of the first round of A's chunk stores in the default block (pad 8,
+    kt 16), the most stores that fall in one bank (16-byte word index modulo 8)."""
+    from tensorsmith.ir.te.evaluate import _Interp
+    from tensorsmith.ir.te.matrix import ChunkStore
+    from tensorsmith.ir.te.visit import free_vars
+
+    inputs, outputs = matmul((256, 64), (64, 256))
+    func, _ = lowered(inputs, outputs, warps_m=2, warps_n=4, frags_m=4, frags_n=4, kt=16,
+                      **answers)
+    store = next(x for x in walk_stmts(func.body)
+                 if isinstance(x, ChunkStore) and x.dst.name.endswith("A_shared"))
+    names = {v.name: v for v in free_vars(store.index)}
+    assert set(names) == {"t", "r"}
+    words = [int(_Interp({}, {id(names["t"]): t, id(names["r"]): 0}, None).expr(
+        store.index)) for t in range(256)]  # type: ignore[call-overload]
+    return [max(np.bincount(np.array(words[q:q + 8]) % 8)) for q in range(0, 256, 8)]
+
+
+def test_interleaved_a_chunks_avoid_bank_conflicts() -> None:
+    assert set(_a_store_banks()) == {2}  # in row order: rows r and r + 3 share a bank
+    assert set(_a_store_banks(a_interleave=1)) == {1}
+    run((136, 48), (48, 136), **{"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 2,
+                                 "kt": 16, "a_interleave": 1, "preload": 1})
+    run((2, 64, 48), (48, 64), **_TWO, a_interleave=1, pad=24, prefetch=2)
+    inputs, outputs = matmul((64, 64), (64, 64))
+    with pytest.raises(KnobConflict):  # two chunks a row of A: a step of 16
+        lowered(inputs, outputs, kt=32, a_interleave=1)
+
+
 def test_workgroups_of_512_invocations() -> None:
     """4 x 4 subgroups of 4 x 4 fragments (a 256 x 256 block) where the target allows
     1024 invocations; the write-back needs no scratch, so the tiles may take the rest
@@ -277,7 +308,7 @@ def test_knobs_are_the_tuners_space() -> None:
     found = rule_knobs(schedule, outputs)["t0"]
     assert set(found) == {"warps_m", "warps_n", "frags_m", "frags_n", "kt", "tile_lanes",
                           "pad", "prefetch", "stash_after", "raster", "preload", "a_global",
-                          "b_global"}
+                          "b_global", "a_interleave"}
     with pytest.raises(KnobConflict):  # 4 x 4 subgroups of 4 x 4: 512 invocations
         lowered(inputs, outputs, warps_m=4, warps_n=4, frags_m=4, frags_n=4)
     with pytest.raises(KnobConflict):  # 256 rows in blocks of 32: 8 block rows, not 3k

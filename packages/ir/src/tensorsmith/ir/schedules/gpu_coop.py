@@ -12,7 +12,7 @@ along M and N (``warps_m``, ``warps_n``), accumulator fragments per subgroup
 before the prefetched step is stored (``stash_after``), fragments loaded a step ahead
 (``preload``), the grouping of workgroups for L2 reuse (``raster``) and the operands
 whose fragments are loaded from global memory instead of shared tiles (``a_global``,
-``b_global``);
+``b_global``), and the order of A's chunks among the invocations (``a_interleave``);
 te/matrix_lower.py says what each does to the kernel.
 Products this kernel cannot take (float32 operands, sizes known only at run time, K or
 N not a multiple of 8, an operand computed in the kernel) keep the tiled rule of
@@ -43,7 +43,8 @@ class CoopTiles:
     """Subgroups (``warps_m`` x ``warps_n``), fragments per subgroup, reduction step,
     elements per element of the shared tiles, and the pipeline's choices (row padding,
     steps prefetched, sub-steps before the stash, 0 for all; workgroup grouping; fragments
-    loaded a step ahead; operands whose fragments are loaded from global memory)."""
+    loaded a step ahead; operands whose fragments are loaded from global memory; the order
+    of A's chunks)."""
 
     warps_m: int
     warps_n: int
@@ -58,6 +59,7 @@ class CoopTiles:
     preload: int = 0
     a_global: int = 0
     b_global: int = 0
+    a_interleave: int = 0
 
 
 #: From the largest block to the smallest, as measured on an H100 at 4096^3
@@ -91,7 +93,7 @@ def params(shape: MatrixShape, tiles: CoopTiles, subgroup: int) -> dict[str, int
             "kt": tiles.kt, "subgroup": subgroup, "pad": tiles.pad, "tile_lanes": tiles.tile_lanes,
             "prefetch": tiles.prefetch, "stash_after": tiles.stash_after or tiles.kt // shape.k,
             "raster": tiles.raster, "preload": tiles.preload, "a_global": tiles.a_global,
-            "b_global": tiles.b_global}
+            "b_global": tiles.b_global, "a_interleave": tiles.a_interleave}
 
 
 def _fits(st: Stage, shape: MatrixShape, tiles: CoopTiles, resources: GpuResources,
@@ -107,6 +109,7 @@ def _fits(st: Stage, shape: MatrixShape, tiles: CoopTiles, resources: GpuResourc
             and p.stash_after <= p.kt // shape.k and p.prefetch in PREFETCH
             and -(-product.m // p.rows) % p.raster == 0
             and (not p.preload or p.kt == shape.k)
+            and (not p.a_interleave or p.kt == 16)
             and (not p.a_global or (product.m % p.rows == 0 and product.k % p.kt == 0))
             and (not p.b_global or (product.k % p.kt == 0 and product.n % p.cols == 0))
             and p.shared_bytes(scratch) <= resources.shared_bytes)
@@ -141,7 +144,8 @@ def ask_tiles(st: Stage, choose: Choose, shape: MatrixShape, d: CoopTiles,
                   choose(st, "raster", d.raster, (1, 2, 4, 8, 16)),
                   choose(st, "preload", d.preload, (0, 1)),
                   choose(st, "a_global", d.a_global, (0, 1)),
-                  choose(st, "b_global", d.b_global, (0, 1)))
+                  choose(st, "b_global", d.b_global, (0, 1)),
+                  choose(st, "a_interleave", d.a_interleave, (0, 1)))
     conflict_unless(t == d or _fits(st, shape, t, resources, epilogue),
                     "the cooperative-matrix tiles exceed a device limit")
     return t

@@ -44,6 +44,12 @@ fragment ``frags_m`` times. The reduction runs in steps of ``kt``:
   GPU's L1 cache. Only where the blocks divide it (M and K for A, K and N for B: no
   edges to zero); a step past the last (an odd step count with two steps prefetched,
   the step preloaded after the last) fills the fragments with zeros instead;
+* ``a_interleave`` 1 (a step of 16: two chunks a row of A) gives each 16 invocations
+  rows 0, 2, 4, 6 and then 1, 3, 5, 7 of eight rows of A instead of rows 0 to 7 in
+  order: the eight 16-byte stores of a quarter subgroup (what shared memory serves at
+  once) then fall in distinct banks for rows of 3 or 5 words (pad 8 or 24), where in
+  order rows r and r + 3 of a quarter share one (a 2-way conflict on every A store).
+  The global loads read the same 32-byte sectors either way;
 * a shared tile holds 16-byte words (``tile_lanes`` 8: a chunk is one store, fragments
   load with offsets and strides in words, which the cooperative-matrix load allows) or
   float16 elements (``tile_lanes`` 1: eight stores a chunk).
@@ -91,9 +97,9 @@ PARAMS = ("m", "n", "k", "warps_m", "warps_n", "frags_m", "frags_n", "kt", "subg
 #: Optional parameters (positive ints when given) and their values when not given;
 #: ``stash_after`` defaults to all of a step's ``kt // k`` sub-steps.
 OPTIONAL = {"prefetch": 1, "stash_after": None, "raster": 1, "preload": 0, "a_global": 0,
-            "b_global": 0}
+            "b_global": 0, "a_interleave": 0}
 #: Optional parameters that may be 0 (the others are positive).
-SWITCHES = ("preload", "a_global", "b_global")
+SWITCHES = ("preload", "a_global", "b_global", "a_interleave")
 #: Steps held in registers ahead of the multiply-adds.
 PREFETCH = (1, 2)
 #: Elements of a shared tile's element: a 16-byte word, or one float16.
@@ -202,6 +208,9 @@ def check_tensorize(st: Stage, intrinsic: str, params: dict[str, Any]) -> None:
         if switch not in (0, 1) or (switch and bad):
             raise ValueError(f"tensorize {st.name}: {what}={switch} must be 0 or 1, and 1 "
                              f"needs blocks that divide the operand ({'; '.join(bad)})")
+    if p.a_interleave not in (0, 1) or (p.a_interleave and p.kt != 2 * CHUNK):
+        raise ValueError(f"tensorize {st.name}: a_interleave={p.a_interleave} must be 0 or "
+                         f"1, and 1 needs a step of {2 * CHUNK} (kt={p.kt})")
     blocks_m = -(-product.m // p.rows)
     if blocks_m % p.raster:
         raise ValueError(f"tensorize {st.name}: raster={p.raster} does not divide the "
@@ -226,6 +235,7 @@ class Params:
         self.preload = params.get("preload", OPTIONAL["preload"])
         self.a_global = params.get("a_global", OPTIONAL["a_global"])
         self.b_global = params.get("b_global", OPTIONAL["b_global"])
+        self.a_interleave = params.get("a_interleave", OPTIONAL["a_interleave"])
 
     @property
     def rows(self) -> int:
@@ -332,12 +342,20 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
     per_set = per_a + per_b
     regs = chunk_registers(f"{st.name}.chunks", p.prefetch * per_set)
 
+    def a_place(c: Expr) -> tuple[Expr, Expr]:
+        """Row of A and chunk within the row of A's chunk ``c`` (``a_interleave``)."""
+        if not p.a_interleave:
+            return c // (p.kt // CHUNK), c % (p.kt // CHUNK)
+        pair = c % 16 // 2
+        return c // 16 * 8 + pair % 4 * 2 + pair // 4, c % 2
+
     def fetch(step: Expr, at: int = 0) -> Stmt:
         """This invocation's chunks of step ``step`` of A and B into registers ``at`` on
         (zeros past the last step)."""
         r = Var("r")
         c = t + r * p.threads
-        row, col = c // (p.kt // CHUNK), c % (p.kt // CHUNK) * CHUNK
+        row, col = a_place(c)
+        col = col * CHUNK
         kcol = step * p.kt + col
         a_load = ChunkLoad(regs, _plus(r, at), a_buf, a_base + (row0 + row) * K + kcol,
                            all_of([*mine(c, p.a_chunks), step < steps, row0 + row < M,
@@ -356,7 +374,8 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
         """The chunks of registers ``at`` on into half ``half`` of the shared tiles."""
         r = Var("r")
         c = t + r * p.threads
-        row, col = c // (p.kt // CHUNK), c % (p.kt // CHUNK) * per_chunk
+        row, col = a_place(c)
+        col = col * per_chunk
         a_store: Stmt = ChunkStore(a_smem, half * a_half + row * a_row + col, regs,
                                    _plus(r, at))
         if mine(c, p.a_chunks):
