@@ -270,6 +270,9 @@ def test_tiles_of_float16_elements() -> None:
     # the stash between the two sub-steps of a step of 32: 32 steps, not unrolled
     ({"kt": 32, "stash_after": 1}, {"fragments": 2, "chunks": 4, "trips": 32,
                                     "barriers": 2, "loads": 2 * 4}),
+    # A's chunks interleaved: the same kernel, other addresses
+    ({"a_interleave": 1}, {"fragments": 2, "chunks": 2, "trips": 64, "barriers": 2,
+                           "loads": 4}),
     # B's fragments from global memory: only A's chunk staged
     ({"b_global": 1}, {"fragments": 2, "chunks": 1, "trips": 64, "barriers": 2,
                        "loads": 4, "global": 2}),
