@@ -27,25 +27,37 @@ from typing import Any
 import numpy as np
 
 N = 4096
-COOP_TARGET = "vulkan -cooperative-matrix=16x16x16 -subgroup-size=32 -shared-memory=49152"
+#: NVIDIA's workgroups take 1024 invocations (``tensorsmith devices`` prints the device's
+#: string); the default block has 256, the 4 x 4-subgroup variants 512.
+COOP_TARGET = ("vulkan -cooperative-matrix=16x16x16 -subgroup-size=32 "
+               "-shared-memory=49152 -max-invocations=1024")
 #: Variants (knob -> value) built next to the default, each named for what it tests,
-#: with its H100 TFLOP/s at 4096^3 in a comment (te/matrix_lower.py describes the knobs:
-#: ``preload`` requests a step's fragments before the previous step's multiply-adds,
-#: ``prefetch`` holds that many steps in registers, ``raster`` groups workgroups by block
-#: rows for L2 reuse, ``tile_lanes`` 1 keeps float16 elements in the shared tiles).
+#: with its H100 TFLOP/s at 4096^3 in a comment where measured (te/matrix_lower.py
+#: describes the knobs). The default: 2 x 4 subgroups of 4 x 4 fragments, k 16, with
+#: ``preload`` (a step's fragments requested before the previous step's multiply-adds),
+#: ``prefetch`` 2 (two steps in registers) and ``raster`` 8 (workgroups grouped by 8
+#: block rows for L2 reuse): 269. The others change one thing of it, then combine:
+#: ``a_interleave`` (A's chunk stores free of bank conflicts), ``a_global``/``b_global``
+#: (that operand's fragments loaded from global memory through L1, not staged in shared
+#: memory) and 4 x 4 subgroups (512 invocations; 4 x 4 fragments each make a 256 x 256
+#: block but leave 128 registers an invocation, 2 x 4 or 4 x 2 fragments fit them).
 _W2X4 = {"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 4, "kt": 16}
 _ALL = {"preload": 1, "prefetch": 2, "raster": 8}
+_DEFAULT = {**_W2X4, **_ALL}
+_W4X4 = {**_DEFAULT, "warps_m": 4}
 VARIANTS: dict[str, dict[str, int]] = {
     "w2x4_f4x4_plain": {**_W2X4, "preload": 0, "prefetch": 1, "raster": 1},  # 210
-    "w2x4_preload_raster8": {**_W2X4, "preload": 1, "prefetch": 1, "raster": 8},  # 264
-    "w2x4_all_halves": {**_W2X4, **_ALL, "tile_lanes": 1},  # 231
-    "w4x2_f4x4": {**_W2X4, "warps_m": 4, "warps_n": 2, "preload": 0, "prefetch": 1,
-                  "raster": 1},  # 222
-    "w4x2_f4x4_all": {**_W2X4, **_ALL, "warps_m": 4, "warps_n": 2},  # 236
-    "w2x4_f4x2_k32": {**_W2X4, "frags_n": 2, "kt": 32, "preload": 0, "prefetch": 1,
-                      "raster": 1},  # 177, the first default
-    "w2x2_f4x4_k32": {**_W2X4, "warps_n": 2, "kt": 32, "preload": 0, "prefetch": 1,
-                      "raster": 1},  # 64: 16 accumulators and two sub-steps spill
+    "a_interleave": {**_DEFAULT, "a_interleave": 1},
+    "b_global": {**_DEFAULT, "b_global": 1},
+    "a_global": {**_DEFAULT, "a_global": 1},
+    "a_interleave_b_global": {**_DEFAULT, "a_interleave": 1, "b_global": 1},
+    "w4x4_f4x4": _W4X4,
+    "w4x4_f4x4_a_interleave": {**_W4X4, "a_interleave": 1},
+    "w4x4_f2x4": {**_W4X4, "frags_m": 2},
+    "w4x4_f4x2": {**_W4X4, "frags_n": 2},
+    "w4x4_f2x4_a_interleave": {**_W4X4, "frags_m": 2, "a_interleave": 1},
+    "w4x4_f2x4_b_global": {**_W4X4, "frags_m": 2, "b_global": 1},
+    "w4x4_f4x2_a_global": {**_W4X4, "frags_n": 2, "a_global": 1},
 }
 TOLERANCE = 2e-3
 

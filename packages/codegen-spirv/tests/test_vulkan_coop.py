@@ -77,6 +77,8 @@ def test_target_options_describe_the_gpu() -> None:
     assert two.shared_bytes == 32768  # what every device with cooperative matrices has
     plain = describe_gpu(Target.parse("vulkan"))
     assert plain.matrix_shapes == () and plain.shared_bytes == 16384
+    assert facts.max_invocations == 256  # every device's minimum unless the target says
+    assert describe_gpu(Target.parse(COOP + " -max-invocations=1024")).max_invocations == 1024
     with pytest.raises(TargetError, match="'16x16' is not MxNxK"):
         describe_gpu(Target.parse("vulkan -cooperative-matrix=16x16"))
     with pytest.raises(TargetError, match="-subgroup-size=wide is not a positive integer"):
@@ -268,6 +270,23 @@ def test_tiles_of_float16_elements() -> None:
     # the stash between the two sub-steps of a step of 32: 32 steps, not unrolled
     ({"kt": 32, "stash_after": 1}, {"fragments": 2, "chunks": 4, "trips": 32,
                                     "barriers": 2, "loads": 2 * 4}),
+    # A's chunks interleaved: the same kernel, other addresses
+    ({"a_interleave": 1}, {"fragments": 2, "chunks": 2, "trips": 64, "barriers": 2,
+                           "loads": 4}),
+    # B's fragments from global memory: only A's chunk staged
+    ({"b_global": 1}, {"fragments": 2, "chunks": 1, "trips": 64, "barriers": 2,
+                       "loads": 4, "global": 2}),
+    # A's, a step ahead (guarded: the step after the last is zeros)
+    ({"a_global": 1, "preload": 1}, {"fragments": 4, "chunks": 1, "trips": 32,
+                                     "barriers": 3, "loads": 3 * 4, "global": 3 * 2}),
+    # 4 x 4 subgroups of 4 x 4 fragments: workgroups of 512 (-max-invocations=1024)
+    ({"warps_m": 4, "warps_n": 4, "frags_m": 4, "frags_n": 4, "preload": 1, "prefetch": 2},
+     {"fragments": 8, "chunks": 4, "trips": 32, "barriers": 3, "loads": 3 * 8,
+      "invocations": 512}),
+    # 4 x 4 subgroups of 2 x 4: 256 chunks of A among 512 invocations (half idle)
+    ({"warps_m": 4, "warps_n": 4, "frags_m": 2, "frags_n": 4, "preload": 1, "prefetch": 2},
+     {"fragments": 8, "chunks": 4, "trips": 32, "barriers": 3, "loads": 3 * 6,
+      "invocations": 512}),
 ])
 def test_pipeline_knobs_validate(answers: dict[str, int], facts: dict[str, int]) -> None:
     """The pipeline's knobs (te/matrix_lower.py) give valid SPIR-V of the shape they
@@ -283,7 +302,7 @@ def test_pipeline_knobs_validate(answers: dict[str, int], facts: dict[str, int])
     inputs = [te.placeholder((1024, 1024), "float16", f"in{i}") for i in range(2)]
     outs = op.compute(inputs, {}, op.infer([TensorType((1024, 1024), "float16")] * 2, {}),
                       "t0")
-    target = Target.parse(COOP)
+    target = Target.parse(COOP + " -max-invocations=1024")
     tiles = {"warps_m": 2, "warps_n": 2, "frags_m": 2, "frags_n": 2, "kt": 16, **answers}
     s = schedule_gpu(outs, resources=gpu_resources(target),  # type: ignore[arg-type]
                      choose=lambda st, knob, default, choices=(): tiles.get(knob, default))
@@ -301,3 +320,8 @@ def test_pipeline_knobs_validate(answers: dict[str, int], facts: dict[str, int])
     assert f"OpSLessThan %bool %ko %int_{facts['trips']}" in text
     assert text.count("OpControlBarrier") == facts["barriers"]
     assert text.count("OpCooperativeMatrixLoadKHR") == facts["loads"]
+    assert f"LocalSize {facts.get('invocations', 128)} 1 1" in text
+    # from global memory: the row stride of the operand (1024 float16), no shared access
+    from_global = [line for line in text.splitlines()
+                   if "OpCooperativeMatrixLoadKHR" in line and line.endswith("%uint_1024")]
+    assert len(from_global) == facts.get("global", 0)

@@ -21,6 +21,9 @@ from tensorsmith.ir.te.matrix import FragmentMulAdd, FragmentStore
 from tensorsmith.ir.te.visit import walk_stmts
 
 COOP = GpuResources((MatrixShape(16, 16, 16),), subgroup_size=32, shared_bytes=49152)
+#: An NVIDIA GPU's workgroups: up to 1024 invocations (``-max-invocations=1024``).
+WIDE = GpuResources((MatrixShape(16, 16, 16),), subgroup_size=32, shared_bytes=49152,
+                    max_invocations=1024)
 rng = np.random.default_rng(11)
 
 
@@ -49,10 +52,10 @@ def lowered(inputs: list[te.Tensor], outputs: list[te.Tensor],
 
 
 def run(a_shape: tuple[int, ...], b_shape: tuple[int, ...], bias: bool = False,
-        **answers: Any) -> te.PrimFunc:
+        resources: GpuResources = COOP, **answers: Any) -> te.PrimFunc:
     """Lower, interpret and compare with NumPy (float32 sums of the float16 inputs)."""
     inputs, outputs = matmul(a_shape, b_shape, bias=bias)
-    func, s = lowered(inputs, outputs, **answers)
+    func, s = lowered(inputs, outputs, resources, **answers)
     assert any(st.tensorized for st in s.stages), "not tensorized"
     arrays = [rng.standard_normal(t.shape).astype("float16") for t in inputs]
     bufs = [*arrays, *(np.zeros(b.shape, b.dtype) for b in func.params[len(arrays):])]
@@ -174,6 +177,105 @@ def test_results_match_numpy(a: tuple[int, ...], b: tuple[int, ...],
     run(a, b, **answers)
 
 
+#: Two subgroups, 2 x 1 fragments each: blocks of 32 x 16 (or 16 x 32), steps of 16.
+_TWO = {"warps_m": 1, "warps_n": 2, "frags_m": 2, "frags_n": 1, "kt": 16}
+
+
+@pytest.mark.parametrize(("a", "b", "answers"), [
+    # B's fragments from global memory: one step prefetched (4 steps), two (3 steps: a
+    # step of zeros), preloaded (the step after the last filled with zeros), batched
+    ((64, 64), (64, 64), {**_TWO, "b_global": 1}),
+    ((64, 48), (48, 64), {**_TWO, "b_global": 1, "prefetch": 2}),
+    ((2, 64, 48), (48, 64), {**_TWO, "b_global": 1, "preload": 1, "raster": 2}),
+    ((3, 32, 32), (3, 32, 32), {**_TWO, "b_global": 1, "preload": 1, "prefetch": 2}),
+    # two sub-steps a step, the registers stored after the first
+    ((32, 96), (96, 64), {**_TWO, "kt": 32, "stash_after": 1, "b_global": 1}),
+    # A's: the same, and both (nothing staged: no shared tiles)
+    ((64, 64), (64, 64), {**_TWO, "a_global": 1}),
+    ((2, 64, 48), (48, 64), {**_TWO, "a_global": 1, "preload": 1, "prefetch": 2}),
+    ((32, 48), (48, 64), {**_TWO, "a_global": 1, "b_global": 1, "preload": 1}),
+    # a fused epilogue through the scratch, the block dividing C
+    ((64, 64), (64, 64), {**_TWO, "b_global": 1, "preload": 1, "bias": True}),
+])
+def test_fragments_from_global_memory(a: tuple[int, ...], b: tuple[int, ...],
+                                      answers: dict[str, int]) -> None:
+    func = run(a, b, **answers)
+    text = str(func)
+    for operand in "AB":
+        staged = f"{operand}_shared" in text
+        assert staged == (not answers.get(f"{operand.lower()}_global")), operand
+    if answers.get("a_global"):
+        assert "load_matrix(in0[" in text
+    if answers.get("b_global"):
+        assert "load_matrix(in1[" in text
+
+
+@pytest.mark.parametrize(("a", "b", "answers"), [
+    # 32 chunks of A a step among 64 invocations, over the edge of M and N
+    ((40, 48), (48, 72), {"warps_m": 1, "warps_n": 2, "frags_m": 1, "frags_n": 1,
+                          "kt": 16}),
+    # 32 chunks of B among 64, two steps prefetched, preloaded (odd step count)
+    ((64, 48), (48, 16), {"warps_m": 2, "warps_n": 1, "frags_m": 1, "frags_n": 1,
+                          "kt": 16, "prefetch": 2, "preload": 1}),
+])
+def test_chunks_fewer_than_invocations(a: tuple[int, ...], b: tuple[int, ...],
+                                       answers: dict[str, int]) -> None:
+    text = str(run(a, b, **answers))
+    assert "if ((t + (r * 64)) < 32):" in text  # the idle invocations store nothing
+
+
+def _a_store_banks(**answers: Any) -> list[int]:
+    """Per quarter subgroup (8 invocations: what shared memory serves at once for
+    16-byte stores) of the first round of A's chunk stores in the default block (pad 8,
+    kt 16), the most stores that fall in one bank (16-byte word index modulo 8)."""
+    from tensorsmith.ir.te.evaluate import _Interp
+    from tensorsmith.ir.te.matrix import ChunkStore
+    from tensorsmith.ir.te.visit import free_vars
+
+    inputs, outputs = matmul((256, 64), (64, 256))
+    func, _ = lowered(inputs, outputs, warps_m=2, warps_n=4, frags_m=4, frags_n=4, kt=16,
+                      **answers)
+    store = next(x for x in walk_stmts(func.body)
+                 if isinstance(x, ChunkStore) and x.dst.name.endswith("A_shared"))
+    names = {v.name: v for v in free_vars(store.index)}
+    assert set(names) == {"t", "r"}
+    words = [int(_Interp({}, {id(names["t"]): t, id(names["r"]): 0}, None).expr(
+        store.index)) for t in range(256)]  # type: ignore[call-overload]
+    return [max(np.bincount(np.array(words[q:q + 8]) % 8)) for q in range(0, 256, 8)]
+
+
+def test_interleaved_a_chunks_avoid_bank_conflicts() -> None:
+    assert set(_a_store_banks()) == {2}  # in row order: rows r and r + 3 share a bank
+    assert set(_a_store_banks(a_interleave=1)) == {1}
+    run((136, 48), (48, 136), **{"warps_m": 2, "warps_n": 4, "frags_m": 4, "frags_n": 2,
+                                 "kt": 16, "a_interleave": 1, "preload": 1})
+    run((2, 64, 48), (48, 64), **_TWO, a_interleave=1, pad=24, prefetch=2)
+    inputs, outputs = matmul((64, 64), (64, 64))
+    with pytest.raises(KnobConflict):  # two chunks a row of A: a step of 16
+        lowered(inputs, outputs, kt=32, a_interleave=1)
+
+
+def test_workgroups_of_512_invocations() -> None:
+    """4 x 4 subgroups of 4 x 4 fragments (a 256 x 256 block) where the target allows
+    1024 invocations; the write-back needs no scratch, so the tiles may take the rest
+    of the workgroup memory. Refused at 256 invocations."""
+    w4x4 = {"warps_m": 4, "warps_n": 4, "frags_m": 4, "frags_n": 4, "kt": 16}
+    func = run((256, 32), (32, 256), resources=WIDE, **w4x4, preload=1, prefetch=2)
+    text = str(func)
+    assert "for threadIdx.x t in 0..512:" in text and "C_shared" not in text
+    run((256, 48), (48, 256), resources=WIDE, **w4x4, b_global=1)
+    # 4 x 4 subgroups of 2 x 4 fragments: 256 chunks of A a step among 512 invocations
+    run((128, 48), (48, 256), resources=WIDE, **{**w4x4, "frags_m": 2}, preload=1,
+        prefetch=2)
+    inputs, outputs = matmul((256, 256), (256, 256))
+    with pytest.raises(KnobConflict):
+        lowered(inputs, outputs, COOP, **w4x4)
+    # with an epilogue the scratch (16 KiB for 16 subgroups) does not fit next to them
+    inputs, outputs = matmul((256, 256), (256, 256), bias=True)
+    with pytest.raises(KnobConflict):
+        lowered(inputs, outputs, WIDE, **w4x4)
+
+
 def test_epilogue_runs_at_the_write_back() -> None:
     func = run((48, 32), (32, 40), bias=True)
     text = str(func)
@@ -205,7 +307,8 @@ def test_knobs_are_the_tuners_space() -> None:
 
     found = rule_knobs(schedule, outputs)["t0"]
     assert set(found) == {"warps_m", "warps_n", "frags_m", "frags_n", "kt", "tile_lanes",
-                          "pad", "prefetch", "stash_after", "raster", "preload"}
+                          "pad", "prefetch", "stash_after", "raster", "preload", "a_global",
+                          "b_global", "a_interleave"}
     with pytest.raises(KnobConflict):  # 4 x 4 subgroups of 4 x 4: 512 invocations
         lowered(inputs, outputs, warps_m=4, warps_n=4, frags_m=4, frags_n=4)
     with pytest.raises(KnobConflict):  # 256 rows in blocks of 32: 8 block rows, not 3k
@@ -214,6 +317,11 @@ def test_knobs_are_the_tuners_space() -> None:
         lowered(inputs, outputs, kt=16, stash_after=2)
     with pytest.raises(KnobConflict):  # fragments a step ahead: one sub-step a step
         lowered(inputs, outputs, kt=32, preload=1)
+    edge = matmul((256, 200), (200, 256))
+    with pytest.raises(KnobConflict):  # from global memory: K=200 has an edge at kt 16
+        lowered(*edge, b_global=1)
+    with pytest.raises(KnobConflict):
+        lowered(*edge, a_global=1)
 
 
 def test_tensorize_checks_its_stage() -> None:
@@ -242,3 +350,7 @@ def test_tensorize_checks_its_stage() -> None:
         s.tensorize("t0", "matrix_product", {**params, "kt": 32, "preload": 1})
     with pytest.raises(ValueError, match=r"parameters \['raster'\] must be positive ints"):
         s.tensorize("t0", "matrix_product", {**params, "raster": 0})
+    s = te.Schedule(matmul((64, 40), (40, 64))[1])
+    with pytest.raises(ValueError, match=r"b_global=1 must be 0 or 1, and 1 needs blocks that "
+                       r"divide the operand \(K=40 is not a multiple of 16\)"):
+        s.tensorize("t0", "matrix_product", {**params, "b_global": 1})

@@ -19,10 +19,12 @@ from tensorsmith.runtime.vulkan.probe import describe, target_string
 NEEDS = {"shapes": ["16x16x16 float16*float16+float32"], "subgroup_size": 32}
 
 
-def device(shapes: list[MatrixProperty], subgroup: int = 32) -> PhysicalDevice:
+def device(shapes: list[MatrixProperty], subgroup: int = 32, invocations: int = 256
+           ) -> PhysicalDevice:
     return PhysicalDevice(
         handle=None, name="a GPU", type_name="discrete GPU", api_version=(1, 4, 0),
-        preference=0, limits={"maxComputeSharedMemorySize": 49152},
+        preference=0, limits={"maxComputeSharedMemorySize": 49152,
+                              "maxComputeWorkGroupInvocations": invocations},
         features={"cooperativeMatrix": bool(shapes), "shaderFloat16": True},
         extensions=set(), compute_family=0, timestamp_bits=64, subgroup_size=subgroup,
         cooperative_matrix=shapes)
@@ -43,7 +45,11 @@ def test_shapes_and_target_string() -> None:
     assert target_string(dev) == ("vulkan -cooperative-matrix=16x16x16 -subgroup-size=32 "
                                   "-shared-memory=49152")
     assert target_string(device([])) == "vulkan"
+    big = device([F16_F32], invocations=1024)  # more than every device's 256: said
+    assert target_string(big) == ("vulkan -cooperative-matrix=16x16x16 -subgroup-size=32 "
+                                  "-shared-memory=49152 -max-invocations=1024")
     facts = describe(dev, 0)
+    assert facts["max_invocations"] == 256
     assert facts["cooperative_matrix"][0] == ("16x16x16 float16 x float16 + float32 -> "
                                               "float32 (subgroup)")
 

@@ -155,7 +155,9 @@ def _intrinsic(value: Any, field: str) -> None:
 
 
 def _intrinsic_params(value: Any, field: str) -> None:
-    ok = isinstance(value, dict) and len(value) <= 16 and all(
+    from .te.matrix_lower import OPTIONAL, PARAMS
+
+    ok = isinstance(value, dict) and len(value) <= len(PARAMS) + len(OPTIONAL) and all(
         isinstance(k, str) and _is_int(v) for k, v in value.items())
     _require(ok, field, _expected("an object of integer parameters", value))
 

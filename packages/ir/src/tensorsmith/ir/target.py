@@ -64,13 +64,16 @@ class GpuResources:
     arithmetic only); ``subgroup_size``: invocations of a subgroup (the unit that holds
     one cooperative matrix); ``shared_bytes``: workgroup memory a kernel may declare;
     ``float16_arithmetic``: float16 values are computed in float16 (the device has
-    float16 arithmetic, Vulkan's shaderFloat16) rather than widened to float32.
+    float16 arithmetic, Vulkan's shaderFloat16) rather than widened to float32;
+    ``max_invocations``: invocations of one workgroup at most (every Vulkan device
+    takes 256; NVIDIA's take 1024).
     """
 
     matrix_shapes: tuple[MatrixShape, ...] = ()
     subgroup_size: int = 32
     shared_bytes: int = 16384
     float16_arithmetic: bool = False
+    max_invocations: int = 256
 
     def matrix_shape(self, a: str, c: str) -> MatrixShape | None:
         """The first offered shape multiplying ``a`` inputs (both) into ``c``, or None."""

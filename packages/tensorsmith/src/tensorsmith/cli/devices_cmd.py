@@ -16,8 +16,8 @@ examples:
   tensorsmith compile model.onnx -t "vulkan -cooperative-matrix=16x16x16 -subgroup-size=32"
 
 --json prints a list of objects: device, name, type, vulkan, subgroup_size,
-shared_memory_bytes, features ({name: bool}), cooperative_matrix (the driver's list,
-e.g. "16x16x16 float16 x float16 + float32 -> float32 (subgroup)") and target.
+shared_memory_bytes, max_invocations, features ({name: bool}), cooperative_matrix (the
+driver's list, e.g. "16x16x16 float16 x float16 + float32 -> float32 (subgroup)") and target.
 """
 
 

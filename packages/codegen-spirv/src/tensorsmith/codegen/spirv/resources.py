@@ -14,6 +14,9 @@ runtime refuses, at load, an artifact whose kernels need what the device lacks:
 * ``-shared-memory=49152``: bytes of workgroup memory a kernel may declare (default
   16384, every device's minimum; 32768 with cooperative matrices, which every device
   offering them has).
+* ``-max-invocations=1024``: invocations of one workgroup at most (default 256, every
+  device's minimum; the runtime checks each dispatch's workgroup against the device's
+  maxComputeWorkGroupInvocations at load).
 * ``-float16-arithmetic=1``: compute float16 values in float16 (the device needs
   shaderFloat16, which the artifact then lists) instead of widening each to float32;
   what the graph computes in float32 (matmul sums of float16, casts) stays float32.
@@ -51,7 +54,8 @@ def describe_gpu(target: Target) -> GpuResources:
     default_shared = COOPERATIVE_SHARED_BYTES if shapes else BASELINE_GPU.shared_bytes
     return GpuResources(shapes, _int(target, "subgroup-size", BASELINE_GPU.subgroup_size),
                         _int(target, "shared-memory", default_shared),
-                        _flag(target, "float16-arithmetic"))
+                        _flag(target, "float16-arithmetic"),
+                        _int(target, "max-invocations", BASELINE_GPU.max_invocations))
 
 
 def _flag(target: Target, key: str) -> bool:

@@ -32,7 +32,7 @@ import math
 
 from ..target import BASELINE_GPU, GpuResources
 from ..te.schedule import Schedule, Stage
-from .epilogue import fuse_epilogue_chain, stage_readers
+from .epilogue import epilogue_consumer, fuse_epilogue_chain, stage_readers
 from .gpu_conv import ask_tiles as ask_conv_tiles
 from .gpu_conv import choose_tiles as choose_conv_tiles
 from .gpu_conv import is_conv, schedule_conv
@@ -89,7 +89,9 @@ class GpuRules:
         a workgroup when long (:meth:`workgroup_reduction`), else spread one output per
         invocation."""
         if is_gemm(st):
-            if not schedule_coop(self.s, st, self.choose, self.resources):
+            consumer = epilogue_consumer(st, self.out_ids, stage_readers(self.s))
+            epilogue = self.s[consumer] if consumer is not None else None
+            if not schedule_coop(self.s, st, self.choose, self.resources, epilogue):
                 schedule_gemm(self.s, st, ask_gemm_tiles(st, self.choose))
             self.epilogue(st)
             return

@@ -10,7 +10,9 @@ along M and N (``warps_m``, ``warps_n``), accumulator fragments per subgroup
 16-byte words or float16 elements (``tile_lanes``, 8 or 1), the padding of their rows
 (``pad``), steps prefetched into registers (``prefetch``), the sub-steps multiplied
 before the prefetched step is stored (``stash_after``), fragments loaded a step ahead
-(``preload``) and the grouping of workgroups for L2 reuse (``raster``);
+(``preload``), the grouping of workgroups for L2 reuse (``raster``) and the operands
+whose fragments are loaded from global memory instead of shared tiles (``a_global``,
+``b_global``), and the order of A's chunks among the invocations (``a_interleave``);
 te/matrix_lower.py says what each does to the kernel.
 Products this kernel cannot take (float32 operands, sizes known only at run time, K or
 N not a multiple of 8, an operand computed in the kernel) keep the tiled rule of
@@ -23,7 +25,7 @@ import math
 from dataclasses import dataclass
 
 from ..target import GpuResources, MatrixShape
-from ..te.matrix_lower import ACC_DTYPE, INPUT_DTYPE, PREFETCH, Params, Product
+from ..te.matrix_lower import ACC_DTYPE, INPUT_DTYPE, PREFETCH, Params, Product, writes_directly
 from ..te.schedule import Schedule, Stage
 from .knobs import Choose, conflict_unless
 
@@ -31,8 +33,6 @@ from .knobs import Choose, conflict_unless
 #: stay aligned, and the eight 16-byte row pieces a fragment load reads at once fall in
 #: distinct banks for rows of 16 + 8, 32 + 8 and 128 + 8 float16).
 PAD = 8
-#: Invocations of one workgroup at most (every Vulkan device takes 256).
-MAX_INVOCATIONS = 256
 #: Accumulator fragments of one subgroup at most: 16 float32 16x16 fragments are 128
 #: registers of each of 32 invocations, the most that leaves room for the operands.
 MAX_FRAGMENTS = 16
@@ -43,7 +43,8 @@ class CoopTiles:
     """Subgroups (``warps_m`` x ``warps_n``), fragments per subgroup, reduction step,
     elements per element of the shared tiles, and the pipeline's choices (row padding,
     steps prefetched, sub-steps before the stash, 0 for all; workgroup grouping; fragments
-    loaded a step ahead)."""
+    loaded a step ahead; operands whose fragments are loaded from global memory; the order
+    of A's chunks)."""
 
     warps_m: int
     warps_n: int
@@ -56,6 +57,9 @@ class CoopTiles:
     stash_after: int = 0
     raster: int = 1
     preload: int = 0
+    a_global: int = 0
+    b_global: int = 0
+    a_interleave: int = 0
 
 
 #: From the largest block to the smallest, as measured on an H100 at 4096^3
@@ -88,26 +92,36 @@ def params(shape: MatrixShape, tiles: CoopTiles, subgroup: int) -> dict[str, int
             "warps_n": tiles.warps_n, "frags_m": tiles.frags_m, "frags_n": tiles.frags_n,
             "kt": tiles.kt, "subgroup": subgroup, "pad": tiles.pad, "tile_lanes": tiles.tile_lanes,
             "prefetch": tiles.prefetch, "stash_after": tiles.stash_after or tiles.kt // shape.k,
-            "raster": tiles.raster, "preload": tiles.preload}
+            "raster": tiles.raster, "preload": tiles.preload, "a_global": tiles.a_global,
+            "b_global": tiles.b_global, "a_interleave": tiles.a_interleave}
 
 
-def _fits(st: Stage, shape: MatrixShape, tiles: CoopTiles, resources: GpuResources) -> bool:
+def _fits(st: Stage, shape: MatrixShape, tiles: CoopTiles, resources: GpuResources,
+          epilogue: Stage | None) -> bool:
+    """Whether ``tiles`` fit the device and ``st`` with ``epilogue`` fused (whose
+    write-back may need a scratch in workgroup memory, te/matrix_lower.py)."""
     p = Params(params(shape, tiles, resources.subgroup_size))
-    return (p.threads <= MAX_INVOCATIONS and tiles.frags_m * tiles.frags_n <= MAX_FRAGMENTS
+    product = Product(st)
+    scratch = not writes_directly(product, p, st.tensor, epilogue)
+    return (p.threads <= resources.max_invocations
+            and tiles.frags_m * tiles.frags_n <= MAX_FRAGMENTS
             and tiles.kt % shape.k == 0 and p.pad % 8 == 0
             and p.stash_after <= p.kt // shape.k and p.prefetch in PREFETCH
-            and -(-Product(st).m // p.rows) % p.raster == 0
+            and -(-product.m // p.rows) % p.raster == 0
             and (not p.preload or p.kt == shape.k)
-            and (p.rows * p.kt) % (8 * p.threads) == 0 and (p.kt * p.cols) % (8 * p.threads) == 0
-            and p.shared_bytes(True) <= resources.shared_bytes)
+            and (not p.a_interleave or p.kt == 16)
+            and (not p.a_global or (product.m % p.rows == 0 and product.k % p.kt == 0))
+            and (not p.b_global or (product.k % p.kt == 0 and product.n % p.cols == 0))
+            and p.shared_bytes(scratch) <= resources.shared_bytes)
 
 
-def choose_tiles(st: Stage, shape: MatrixShape, resources: GpuResources) -> CoopTiles | None:
+def choose_tiles(st: Stage, shape: MatrixShape, resources: GpuResources,
+                 epilogue: Stage | None = None) -> CoopTiles | None:
     """The largest block that fits the workgroup memory and still gives
     ``TARGET_WORKGROUPS`` workgroups (else the smallest that fits), or None."""
     product = Product(st)
     batch = math.prod(product.batch)
-    fitting = [t for t in CANDIDATES if _fits(st, shape, t, resources)]
+    fitting = [t for t in CANDIDATES if _fits(st, shape, t, resources, epilogue)]
     for t in fitting:
         rows, cols = t.warps_m * t.frags_m * shape.m, t.warps_n * t.frags_n * shape.n
         if batch * -(-product.m // rows) * -(-product.n // cols) >= TARGET_WORKGROUPS:
@@ -116,7 +130,7 @@ def choose_tiles(st: Stage, shape: MatrixShape, resources: GpuResources) -> Coop
 
 
 def ask_tiles(st: Stage, choose: Choose, shape: MatrixShape, d: CoopTiles,
-              resources: GpuResources) -> CoopTiles:
+              resources: GpuResources, epilogue: Stage | None = None) -> CoopTiles:
     """``d`` with each size asked of ``choose``; other answers must fit the device."""
     t = CoopTiles(choose(st, "warps_m", d.warps_m, (1, 2, 4)),
                   choose(st, "warps_n", d.warps_n, (1, 2, 4)),
@@ -128,22 +142,27 @@ def ask_tiles(st: Stage, choose: Choose, shape: MatrixShape, d: CoopTiles,
                   choose(st, "prefetch", d.prefetch, PREFETCH),
                   choose(st, "stash_after", d.stash_after, (0, 1, 2, 3)),
                   choose(st, "raster", d.raster, (1, 2, 4, 8, 16)),
-                  choose(st, "preload", d.preload, (0, 1)))
-    conflict_unless(t == d or _fits(st, shape, t, resources),
+                  choose(st, "preload", d.preload, (0, 1)),
+                  choose(st, "a_global", d.a_global, (0, 1)),
+                  choose(st, "b_global", d.b_global, (0, 1)),
+                  choose(st, "a_interleave", d.a_interleave, (0, 1)))
+    conflict_unless(t == d or _fits(st, shape, t, resources, epilogue),
                     "the cooperative-matrix tiles exceed a device limit")
     return t
 
 
-def schedule_coop(s: Schedule, st: Stage, choose: Choose, resources: GpuResources) -> bool:
+def schedule_coop(s: Schedule, st: Stage, choose: Choose, resources: GpuResources,
+                  epilogue: Stage | None = None) -> bool:
     """Tensorize matmul stage ``st`` when the target's cooperative matrices can compute
-    it (see the module docstring); False leaves it to the tiled rule."""
+    it (see the module docstring); False leaves it to the tiled rule. ``epilogue``: the
+    stage the caller will fuse into ``st``'s write-back, if any."""
     shape = matrix_shape(st, resources)
     if shape is None:
         return False
-    default = choose_tiles(st, shape, resources)
+    default = choose_tiles(st, shape, resources, epilogue)
     if default is None:
         return False
-    tiles = ask_tiles(st, choose, shape, default, resources)
+    tiles = ask_tiles(st, choose, shape, default, resources, epilogue)
     s.tensorize(st.name, "matrix_product", params(shape, tiles, resources.subgroup_size))
     return True
 

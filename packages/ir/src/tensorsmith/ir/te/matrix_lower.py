@@ -10,6 +10,8 @@ fragment ``frags_m`` times. The reduction runs in steps of ``kt``:
 * the workgroup's invocations copy the ``rows x kt`` block of A and the ``kt x cols``
   block of B into shared memory in 16-byte chunks, zero where the block passes the
   tensor's edge (so any M, N and K, with K and N multiples of 8, are computed whole);
+  where an operand's chunks do not divide among the invocations, those past the last
+  chunk are idle in the last round (a guard);
 * shared memory holds two steps: while a step is multiplied, each invocation already
   holds its chunks of the next one in registers, stored to the other half after the
   multiply-adds, so global memory latency overlaps the arithmetic and one barrier per
@@ -36,6 +38,18 @@ fragment ``frags_m`` times. The reduction runs in steps of ``kt``:
   column within a group, so the workgroups running together share their A and B
   blocks in the GPU's L2 cache (the workgroup grid is left as it is, its linear index
   remapped);
+* ``a_global`` / ``b_global`` 1 loads that operand's fragments straight from global
+  memory (the buffer, its row stride) instead of staging it in shared memory: no chunk
+  copies or shared tile for it, the subgroups that share its fragments served by the
+  GPU's L1 cache. Only where the blocks divide it (M and K for A, K and N for B: no
+  edges to zero); a step past the last (an odd step count with two steps prefetched,
+  the step preloaded after the last) fills the fragments with zeros instead;
+* ``a_interleave`` 1 (a step of 16: two chunks a row of A) gives each 16 invocations
+  rows 0, 2, 4, 6 and then 1, 3, 5, 7 of eight rows of A instead of rows 0 to 7 in
+  order: the eight 16-byte stores of a quarter subgroup (what shared memory serves at
+  once) then fall in distinct banks for rows of 3 or 5 words (pad 8 or 24), where in
+  order rows r and r + 3 of a quarter share one (a 2-way conflict on every A store).
+  The global loads read the same 32-byte sectors either way;
 * a shared tile holds 16-byte words (``tile_lanes`` 8: a chunk is one store, fragments
   load with offsets and strides in words, which the cooperative-matrix load allows) or
   float16 elements (``tile_lanes`` 1: eight stores a chunk).
@@ -82,7 +96,10 @@ PARAMS = ("m", "n", "k", "warps_m", "warps_n", "frags_m", "frags_n", "kt", "subg
           "tile_lanes")
 #: Optional parameters (positive ints when given) and their values when not given;
 #: ``stash_after`` defaults to all of a step's ``kt // k`` sub-steps.
-OPTIONAL = {"prefetch": 1, "stash_after": None, "raster": 1, "preload": 0}
+OPTIONAL = {"prefetch": 1, "stash_after": None, "raster": 1, "preload": 0, "a_global": 0,
+            "b_global": 0, "a_interleave": 0}
+#: Optional parameters that may be 0 (the others are positive).
+SWITCHES = ("preload", "a_global", "b_global", "a_interleave")
 #: Steps held in registers ahead of the multiply-adds.
 PREFETCH = (1, 2)
 #: Elements of a shared tile's element: a 16-byte word, or one float16.
@@ -161,7 +178,7 @@ def check_tensorize(st: Stage, intrinsic: str, params: dict[str, Any]) -> None:
                          + ", ".join(INTRINSICS))
     missing = [p for p in PARAMS if not isinstance(params.get(p), int) or params[p] < 1]
     missing += [p for p in OPTIONAL if p in params and (not isinstance(params[p], int)
-                                                        or params[p] < (p != "preload"))]
+                                                        or params[p] < (p not in SWITCHES))]
     if missing:
         raise ValueError(f"tensorize {st.name}: parameters {missing} must be positive ints")
     product = Product(st)
@@ -174,10 +191,6 @@ def check_tensorize(st: Stage, intrinsic: str, params: dict[str, Any]) -> None:
     if p.kt % p.k or p.kt % CHUNK or p.pad % CHUNK:
         raise ValueError(f"tensorize {st.name}: the step kt={p.kt} must be a multiple of "
                          f"k={p.k} and {CHUNK}, and the padding {p.pad} of {CHUNK}")
-    for what, chunks in (("A", p.rows * p.kt // CHUNK), ("B", p.kt * p.cols // CHUNK)):
-        if chunks % p.threads:
-            raise ValueError(f"tensorize {st.name}: the {chunks} chunks of a step of {what} "
-                             f"do not divide among {p.threads} invocations")
     if p.prefetch not in PREFETCH:
         raise ValueError(f"tensorize {st.name}: prefetch={p.prefetch} is not one of "
                          f"{PREFETCH}")
@@ -187,6 +200,17 @@ def check_tensorize(st: Stage, intrinsic: str, params: dict[str, Any]) -> None:
     if p.preload not in (0, 1) or (p.preload and p.kt != p.k):
         raise ValueError(f"tensorize {st.name}: preload={p.preload} must be 0 or 1, and 1 "
                          f"needs a step of one sub-step (kt={p.kt}, k={p.k})")
+    for what, switch, edges in (
+            ("a_global", p.a_global, {"M": (product.m, p.rows), "K": (product.k, p.kt)}),
+            ("b_global", p.b_global, {"K": (product.k, p.kt), "N": (product.n, p.cols)})):
+        bad = [f"{d}={size} is not a multiple of {block}" for d, (size, block) in edges.items()
+               if size % block]
+        if switch not in (0, 1) or (switch and bad):
+            raise ValueError(f"tensorize {st.name}: {what}={switch} must be 0 or 1, and 1 "
+                             f"needs blocks that divide the operand ({'; '.join(bad)})")
+    if p.a_interleave not in (0, 1) or (p.a_interleave and p.kt != 2 * CHUNK):
+        raise ValueError(f"tensorize {st.name}: a_interleave={p.a_interleave} must be 0 or "
+                         f"1, and 1 needs a step of {2 * CHUNK} (kt={p.kt})")
     blocks_m = -(-product.m // p.rows)
     if blocks_m % p.raster:
         raise ValueError(f"tensorize {st.name}: raster={p.raster} does not divide the "
@@ -209,6 +233,9 @@ class Params:
         self.stash_after = params.get("stash_after") or self.kt // self.k
         self.raster = params.get("raster", OPTIONAL["raster"])
         self.preload = params.get("preload", OPTIONAL["preload"])
+        self.a_global = params.get("a_global", OPTIONAL["a_global"])
+        self.b_global = params.get("b_global", OPTIONAL["b_global"])
+        self.a_interleave = params.get("a_interleave", OPTIONAL["a_interleave"])
 
     @property
     def rows(self) -> int:
@@ -223,6 +250,15 @@ class Params:
         return self.warps_m * self.warps_n * self.subgroup
 
     @property
+    def a_chunks(self) -> int:
+        """16-byte chunks of a step of A the workgroup stages (none from global)."""
+        return 0 if self.a_global else self.rows * self.kt // CHUNK
+
+    @property
+    def b_chunks(self) -> int:
+        return 0 if self.b_global else self.kt * self.cols // CHUNK
+
+    @property
     def a_stride(self) -> int:
         return self.kt + self.pad
 
@@ -233,20 +269,29 @@ class Params:
     def shared_bytes(self, scratch: bool) -> int:
         """Workgroup memory: two steps of A and B (float16), and the float32 scratch of
         each subgroup where the result goes through it."""
-        staged = 2 * 2 * (self.rows * self.a_stride + self.kt * self.b_stride)
+        staged = 2 * 2 * ((0 if self.a_global else self.rows * self.a_stride)
+                          + (0 if self.b_global else self.kt * self.b_stride))
         return staged + (4 * self.warps_m * self.warps_n * self.m * self.n if scratch else 0)
 
 
 def direct_store(st: Stage, product: Product, p: Params) -> bool:
     """Whether fragments can be stored straight into the output: the block divides C and
     the only epilogue (if any) converts the sum to the output's dtype."""
+    return writes_directly(product, p, st.tensor, st.epilogue)
+
+
+def writes_directly(product: Product, p: Params, tensor: Tensor, epilogue: Stage | None
+                    ) -> bool:
+    """:func:`direct_store` of the stage computing ``tensor`` with ``epilogue`` fused:
+    also asked by the rule before the epilogue is fused, since the write-back through
+    the scratch needs workgroup memory the tiles must leave free."""
     if product.m % p.rows or product.n % p.cols:
         return False
-    if st.epilogue is None:
+    if epilogue is None:
         return True
-    cop = st.epilogue.tensor.op
+    cop = epilogue.tensor.op
     return (cop is not None and isinstance(cop.body, Cast) and isinstance(cop.body.value, Load)
-            and cop.body.value.buffer is st.tensor)
+            and cop.body.value.buffer is tensor)
 
 
 def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
@@ -288,55 +333,89 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
                   p.k)
     fb = Fragment(f"{st.name}.b", (fsets * p.frags_n,), INPUT_DTYPE, "fragment", "b", p.k,
                   p.n)
-    per_a = p.rows * p.kt // CHUNK // p.threads
-    per_b = p.kt * p.cols // CHUNK // p.threads
+    per_a, per_b = -(-p.a_chunks // p.threads), -(-p.b_chunks // p.threads)
+
+    def mine(c: Expr, chunks: int) -> list[Expr]:
+        """Whether chunk ``c`` exists, where the chunks do not divide among the
+        invocations (the last round leaves some idle)."""
+        return [c < chunks] if chunks % p.threads else []
     per_set = per_a + per_b
     regs = chunk_registers(f"{st.name}.chunks", p.prefetch * per_set)
+
+    def a_place(c: Expr) -> tuple[Expr, Expr]:
+        """Row of A and chunk within the row of A's chunk ``c`` (``a_interleave``)."""
+        if not p.a_interleave:
+            return c // (p.kt // CHUNK), c % (p.kt // CHUNK)
+        pair = c % 16 // 2
+        return c // 16 * 8 + pair % 4 * 2 + pair // 4, c % 2
 
     def fetch(step: Expr, at: int = 0) -> Stmt:
         """This invocation's chunks of step ``step`` of A and B into registers ``at`` on
         (zeros past the last step)."""
         r = Var("r")
         c = t + r * p.threads
-        row, col = c // (p.kt // CHUNK), c % (p.kt // CHUNK) * CHUNK
+        row, col = a_place(c)
+        col = col * CHUNK
         kcol = step * p.kt + col
         a_load = ChunkLoad(regs, _plus(r, at), a_buf, a_base + (row0 + row) * K + kcol,
-                           all_of([step < steps, row0 + row < M, kcol < K]))
+                           all_of([*mine(c, p.a_chunks), step < steps, row0 + row < M,
+                                   kcol < K]))
         r2 = Var("r")
         c2 = t + r2 * p.threads
         krow, col2 = c2 // (p.cols // CHUNK), c2 % (p.cols // CHUNK) * CHUNK
         b_load = ChunkLoad(regs, r2 + (at + per_a), b_buf,
                            b_base + (step * p.kt + krow) * N + col0 + col2,
-                           all_of([step < steps, step * p.kt + krow < K, col0 + col2 < N]))
-        return Seq([For(r, per_a, "unrolled", a_load), For(r2, per_b, "unrolled", b_load)])
+                           all_of([*mine(c2, p.b_chunks), step < steps,
+                                   step * p.kt + krow < K, col0 + col2 < N]))
+        return _staged(per_a, per_b, For(r, per_a, "unrolled", a_load),
+                       For(r2, per_b, "unrolled", b_load))
 
     def stash(half: Expr, at: int = 0) -> Stmt:
         """The chunks of registers ``at`` on into half ``half`` of the shared tiles."""
         r = Var("r")
         c = t + r * p.threads
-        row, col = c // (p.kt // CHUNK), c % (p.kt // CHUNK) * per_chunk
-        a_store = ChunkStore(a_smem, half * a_half + row * a_row + col, regs,
-                             _plus(r, at))
+        row, col = a_place(c)
+        col = col * per_chunk
+        a_store: Stmt = ChunkStore(a_smem, half * a_half + row * a_row + col, regs,
+                                   _plus(r, at))
+        if mine(c, p.a_chunks):
+            a_store = IfThenElse(all_of(mine(c, p.a_chunks)), a_store)
         r2 = Var("r")
         c2 = t + r2 * p.threads
         krow, col2 = c2 // (p.cols // CHUNK), c2 % (p.cols // CHUNK) * per_chunk
-        b_store = ChunkStore(b_smem, half * b_half + krow * b_row + col2, regs,
-                             r2 + (at + per_a))
-        return Seq([For(r, per_a, "unrolled", a_store), For(r2, per_b, "unrolled", b_store)])
+        b_store: Stmt = ChunkStore(b_smem, half * b_half + krow * b_row + col2, regs,
+                                   r2 + (at + per_a))
+        if mine(c2, p.b_chunks):
+            b_store = IfThenElse(all_of(mine(c2, p.b_chunks)), b_store)
+        return _staged(per_a, per_b, For(r, per_a, "unrolled", a_store),
+                       For(r2, per_b, "unrolled", b_store))
 
-    def load_fragments(half: Expr, kk: Expr, fset: int = 0) -> Stmt:
-        """Sub-step ``kk``'s A and B fragments of the step in half ``half`` into fragment
-        set ``fset``."""
+    def load_fragments(step: Expr, half: Expr, kk: Expr, fset: int = 0,
+                       first: bool = False) -> Stmt:
+        """Sub-step ``kk``'s A and B fragments of step ``step``, in half ``half`` of the
+        shared tiles (or global memory, ``a_global``/``b_global``), into fragment set
+        ``fset`` (``first``: step 0, which always exists)."""
         fi, fj = Var("fi"), Var("fj")
-        a_at = (half * a_half + (wm * (p.frags_m * p.m) + fi * p.m) * a_row
-                + kk * (p.k // lanes))
-        b_at = (half * b_half + kk * p.k * b_row + wn * (p.frags_n * p.n // lanes)
-                + fj * (p.n // lanes))
-        return Seq([
-            For(fi, p.frags_m, "unrolled", FragmentLoad(fa, _plus(fi, fset * p.frags_m),
-                                                        a_smem, a_at, a_row)),
-            For(fj, p.frags_n, "unrolled", FragmentLoad(fb, _plus(fj, fset * p.frags_n),
-                                                        b_smem, b_at, b_row))])
+        a_slot, b_slot = _plus(fi, fset * p.frags_m), _plus(fj, fset * p.frags_n)
+        if p.a_global:
+            a: Stmt = FragmentLoad(fa, a_slot, a_buf, a_base + (
+                row0 + wm * (p.frags_m * p.m) + fi * p.m) * K + step * p.kt + kk * p.k, K)
+        else:
+            a = FragmentLoad(fa, a_slot, a_smem, half * a_half + (
+                wm * (p.frags_m * p.m) + fi * p.m) * a_row + kk * (p.k // lanes), a_row)
+        if p.b_global:
+            b: Stmt = FragmentLoad(fb, b_slot, b_buf, b_base + (step * p.kt + kk * p.k) * N
+                                   + col0 + wn * (p.frags_n * p.n) + fj * p.n, N)
+        else:
+            b = FragmentLoad(fb, b_slot, b_smem, half * b_half + kk * p.k * b_row
+                             + wn * (p.frags_n * p.n // lanes) + fj * (p.n // lanes), b_row)
+        if (p.a_global or p.b_global) and (p.preload or p.prefetch > 1) and not first:
+            # a step past the last may be loaded: zeros, never read past the buffer
+            a = IfThenElse(step < steps, a, FragmentFill(fa, a_slot, 0.0)) \
+                if p.a_global else a
+            b = IfThenElse(step < steps, b, FragmentFill(fb, b_slot, 0.0)) \
+                if p.b_global else b
+        return Seq([For(fi, p.frags_m, "unrolled", a), For(fj, p.frags_n, "unrolled", b)])
 
     def multiply_adds(fset: int = 0) -> Stmt:
         """Every accumulator += its A fragment x its B fragment of set ``fset``."""
@@ -345,20 +424,20 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
             acc, fi * p.frags_n + fj, fa, _plus(fi, fset * p.frags_m), fb,
             _plus(fj, fset * p.frags_n))))
 
-    def multiply(half: Expr, first: int, last: int) -> Stmt:
-        """Sub-steps ``first`` to ``last`` (excluded) of the step in half ``half``."""
+    def multiply(step: Expr, half: Expr, first: int, last: int) -> Stmt:
+        """Sub-steps ``first`` to ``last`` (excluded) of step ``step``, in half ``half``."""
         kk = Var("kk")
         return For(kk, last - first, "unrolled", Seq([
-            load_fragments(half, _plus(kk, first)), multiply_adds()]))
+            load_fragments(step, half, _plus(kk, first)), multiply_adds()]))
 
-    def one_step(half: Expr, ahead: Expr, regs_at: int, refill: int) -> Stmt:
-        """The step in half ``half``: registers ``refill`` on take step ``ahead``,
+    def one_step(step: Expr, half: Expr, ahead: Expr, regs_at: int, refill: int) -> Stmt:
+        """Step ``step``, in half ``half``: registers ``refill`` on take step ``ahead``,
         registers ``regs_at`` on (the next step, already loaded) go to the other half."""
         subs = p.kt // p.k
-        parts = [fetch(ahead, refill), multiply(half, 0, p.stash_after),
+        parts = [fetch(ahead, refill), multiply(step, half, 0, p.stash_after),
                  stash(1 - half, regs_at)]
         if p.stash_after < subs:
-            parts.append(multiply(half, p.stash_after, subs))
+            parts.append(multiply(step, half, p.stash_after, subs))
         return Seq([*parts, Barrier()])
 
     scratch = None if direct else Buffer(
@@ -370,7 +449,7 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
         multiply-adds, which the fragment loads overlap."""
         regs_at = (1 - parity) % p.prefetch * per_set
         return Seq([stash(const(1 - parity), regs_at), fetch(ko + 1 + p.prefetch, regs_at),
-                    Barrier(), load_fragments(const(1 - parity), const(0), 1 - parity),
+                    Barrier(), load_fragments(ko + 1, const(1 - parity), const(0), 1 - parity),
                     multiply_adds(parity)])
 
     ko = Var("ko")
@@ -378,24 +457,26 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
     if p.preload:  # see the module docstring; the loop unrolled by two (fragment sets)
         prologue += [fetch(const(j), j % p.prefetch * per_set)
                      for j in range(1, p.prefetch + 1)]
-        prologue += [Barrier(), load_fragments(const(0), const(0), 0)]
+        prologue += [Barrier(), load_fragments(const(0), const(0), const(0), 0, True)]
         main: Stmt = For(ko, -(-steps // 2), "serial", Seq([
             preloading_step(ko * 2, 0), preloading_step(ko * 2 + 1, 1)]))
     elif p.prefetch == 1:
         prologue.append(Barrier())
-        main = For(ko, steps, "serial", one_step(ko % 2, ko + 1, 0, 0))
+        main = For(ko, steps, "serial", one_step(ko, ko % 2, ko + 1, 0, 0))
     else:  # two register sets, alternating: the loop unrolled by two
         prologue += [fetch(const(1), per_set), Barrier()]
         s0, s1 = ko * 2, ko * 2 + 1
         main = For(ko, -(-steps // 2), "serial", Seq([
-            one_step(const(0), s0 + 2, per_set, 0),
-            one_step(const(1), s1 + 2, 0, per_set)]))
+            one_step(s0, const(0), s0 + 2, per_set, 0),
+            one_step(s1, const(1), s1 + 2, 0, per_set)]))
     f = Var("f")
     init = For(f, p.frags_m * p.frags_n, "unrolled", FragmentFill(acc, f, 0.0))
     body: Stmt = Seq([init, *prologue, main,
                       _write_back(low, st, product, p, out, acc, scratch,
                                   (bz, row0, col0, wm, wn, warp, lane))])
-    for buf in (regs, fb, fa, acc, b_smem, a_smem, *([scratch] if scratch else [])):
+    staged = [b for b, chunks in ((b_smem, per_b), (a_smem, per_a)) if chunks]
+    for buf in (*([regs] if per_set else []), fb, fa, acc, *staged,
+                *([scratch] if scratch else [])):
         body = Allocate(buf, body)
     nest: Stmt = For(t, p.threads, "threadIdx.x", body)
     nest = For(bx, grid_n, "blockIdx.x", nest)
@@ -440,6 +521,11 @@ def _write_back(low: _Lowerer, st: Stage, product: Product, p: Params, out: Buff
         For(e, p.m * p.n // p.subgroup, "unrolled", write), Barrier()]))
 
 
+def _staged(per_a: int, per_b: int, a: Stmt, b: Stmt) -> Stmt:
+    """The chunk copies ``a`` and ``b`` of the operands staged in shared memory."""
+    return Seq([x for x, n in ((a, per_a), (b, per_b)) if n])
+
+
 def _plus(e: Expr, offset: int) -> Expr:
     return e + offset if offset else e
 
@@ -469,4 +555,5 @@ def _unravel(flat: Expr, shape: tuple[int, ...]) -> list[Expr]:
 
 
 __all__ = ["ACC_DTYPE", "INPUT_DTYPE", "INTRINSICS", "OPTIONAL", "PARAMS", "PREFETCH",
-           "Params", "Product", "check_tensorize", "direct_store", "lower_matrix_product"]
+           "Params", "Product", "check_tensorize", "direct_store", "lower_matrix_product",
+           "writes_directly"]

@@ -2,7 +2,7 @@
 
 Kernels are compiled on a build host that need not have the GPU, so what a device
 offers beyond every Vulkan 1.1 device (cooperative matrices, subgroup size, workgroup
-memory) must be told to the compiler in the target string. This probe runs on the
+memory and invocations) must be told to the compiler in the target string. This probe runs on the
 device, with the runtime alone (``python -m tensorsmith.runtime.vulkan``, or
 ``tensorsmith devices`` where the compiler is installed too), and prints each device's
 facts and the target string that uses them.
@@ -31,6 +31,9 @@ def target_string(dev: PhysicalDevice) -> str:
         parts.append(f"-subgroup-size={dev.subgroup_size}")
     if shared:
         parts.append(f"-shared-memory={shared}")
+    invocations = int(dev.limits.get("maxComputeWorkGroupInvocations", 0))
+    if invocations > 256:  # 256 is every device's minimum, the compiler's default
+        parts.append(f"-max-invocations={invocations}")
     return " ".join(parts)
 
 
@@ -43,6 +46,7 @@ def describe(dev: PhysicalDevice, index: int) -> dict[str, Any]:
         "vulkan": ".".join(str(v) for v in dev.api_version),
         "subgroup_size": dev.subgroup_size,
         "shared_memory_bytes": int(dev.limits.get("maxComputeSharedMemorySize", 0)),
+        "max_invocations": int(dev.limits.get("maxComputeWorkGroupInvocations", 0)),
         "features": {name: bool(dev.features.get(name)) for name in ALL_FEATURES},
         "cooperative_matrix": [str(p) for p in dev.cooperative_matrix],
         "target": target_string(dev),
@@ -59,7 +63,8 @@ def report() -> str:
     for d in describe_all():
         lines.append(f"{d['device']} = '{d['name']}' ({d['type']}, Vulkan {d['vulkan']})")
         lines.append(f"  subgroup size {d['subgroup_size']}, workgroup memory "
-                     f"{d['shared_memory_bytes']} bytes")
+                     f"{d['shared_memory_bytes']} bytes, workgroups of at most "
+                     f"{d['max_invocations']} invocations")
         on = [n for n, v in d["features"].items() if v]
         lines.append(f"  features: {', '.join(on) or 'none'}")
         shapes = d["cooperative_matrix"]
