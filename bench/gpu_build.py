@@ -8,6 +8,13 @@ weights never travel twice; so for each model this writes, into one folder:
     NAME.json   what ``run`` needs to know: input order, the torch module's arguments, and
                 the result of checking that module against the ONNX model here (below)
 
+With ``precisions`` naming ``fp16``, a model is also built with ``precision="fp16"``
+(passes/precision.py) as NAME_fp16.*: by default for :data:`COOP_TARGET`, the H100's
+cooperative matrices and float16 arithmetic, where float16 products are tensorized. Its
+reference stays ONNX Runtime's float32 output, so its error is the whole cost of the
+precision; its note says ``"precision": "fp16"`` and names the model (``"model"``), so
+``run`` times the torch module in half precision.
+
 When torch is importable here, the torch module that ``run`` times (bench/torch_models.py)
 is given the ONNX model's weights and run on the CPU against the same reference, so the
 eager baseline is known to compute the same function as the artifact.
@@ -27,9 +34,26 @@ import onnxruntime as ort
 from bench.measure import relative_error
 from bench.models import MODELS, input_shapes, sample_inputs
 
-__all__ = ["GPU_MODELS", "ModelSpec", "build_models"]
+__all__ = ["COOP_TARGET", "GPU_MODELS", "ModelSpec", "build_models", "default_target"]
 
 ROOT = Path(__file__).resolve().parent.parent
+
+#: The GPU the float16 models are built for (an H100: cooperative matrices 16x16x16 of
+#: float16 with float32 accumulators, shaderFloat16); the float32 models take plain
+#: ``vulkan``, which every device runs. A CPU driver without cooperative matrices
+#: (lavapipe) refuses this target's artifacts at load: ``build --target vulkan`` there.
+COOP_TARGET = ("vulkan -cooperative-matrix=16x16x16,16x8x16,16x8x8 -subgroup-size=32 "
+               "-shared-memory=49152 -max-invocations=1024 -float16-arithmetic=1")
+
+
+def default_target(precision: str) -> str:
+    """The target a model of ``precision`` is built for unless ``build --target`` says."""
+    return COOP_TARGET if precision == "fp16" else "vulkan"
+
+
+def artifact_name(model: str, precision: str) -> str:
+    """``resnet50`` for float32, ``resnet50_fp16`` for float16: both fit one folder."""
+    return model if precision == "fp32" else f"{model}_{precision}"
 
 
 @dataclass(frozen=True)
@@ -58,6 +82,7 @@ GPU_MODELS = [
     ModelSpec("mlp", {}),
     ModelSpec("resnet18", {"opset": 17, "bn": True, "image": 224}, {"image": 64}),
     ModelSpec("mobilenetv2", {"opset": 17, "bn": True, "image": 224}, {"image": 64}),
+    ModelSpec("resnet50", {"opset": 17, "bn": True, "image": 224}, {"image": 64}),
     ModelSpec("bert_encoder", {"opset": 17, "seq": 128}, {"seq": 32}, ("seq",)),
 ]
 
@@ -93,39 +118,73 @@ def _torch_mirror_error(
     return relative_error(got.numpy(), want)
 
 
-def build_one(spec: ModelSpec, outdir: Path, small: bool) -> dict[str, Any]:
-    """Compile one model for vulkan and write its artifact, feeds, reference and notes."""
+def build_one(
+    spec: ModelSpec,
+    outdir: Path,
+    small: bool,
+    precision: str = "fp32",
+    target: str | None = None,
+) -> dict[str, Any]:
+    """Compile one model in ``precision`` for ``target`` (default: ``default_target``)
+    and write its artifact, feeds, reference and notes under ``artifact_name``."""
     from tensorsmith.frontend.onnx import from_onnx
     from tensorsmith.ir import build
 
+    target = target or default_target(precision)
+    name = artifact_name(spec.name, precision)
     model = spec.onnx_model(small)
     shapes = _static_shapes(model)
     feeds = _mlp_inputs(model) if spec.name == "mlp" else sample_inputs(model, seed=1)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = session.run(None, feeds)
     mod, params = from_onnx(model, shape=shapes)
-    build(mod, target="vulkan", params=params).export_library(outdir / f"{spec.name}.tsm")
+    lib = build(mod, target=target, params=params, precision=precision)
+    lib.export_library(outdir / f"{name}.tsm")
     arrays = {f"in.{k}": v for k, v in feeds.items()}
     arrays.update({f"out.{i}": w for i, w in enumerate(want)})
-    np.savez(outdir / f"{spec.name}.npz", **arrays)
+    np.savez(outdir / f"{name}.npz", **arrays)
     note = {
-        "name": spec.name,
+        "name": name,
+        "model": spec.name,
+        "precision": precision,
+        "target": target,
+        "tensorized": _tensorized(lib),
         "inputs": [i.name for i in model.graph.input],
         "shapes": {k: list(v) for k, v in shapes.items()},
         "builder": {**spec.kwargs, **(spec.small if small else {})},
         "torch_kwargs": spec.torch_arguments(small),
         "torch_mirror_rel_err": _torch_mirror_error(spec, model, feeds, want[0], small),
     }
-    (outdir / f"{spec.name}.json").write_text(json.dumps(note, indent=1) + "\n")
+    (outdir / f"{name}.json").write_text(json.dumps(note, indent=1) + "\n")
     return note
 
 
-def build_models(outdir: Path, names: list[str] | None = None, small: bool = False) -> None:
-    """Build ``names`` (default: all of GPU_MODELS) into ``outdir``."""
+def _tensorized(lib: Any) -> list[int]:
+    """Kernels tensorized / kernels computing a matmul or convolution: whether the
+    products reached the cooperative matrices (``steps`` of each kernel)."""
+    steps = [f.attrs.get("steps") or [] for f in lib.funcs]
+    products = [s for s in steps
+                if any(("matmul" in st[1] or "conv" in st[1]) for st in s if len(st) > 1)]
+    return [sum(any(st[0] == "tensorize" for st in s) for s in products), len(products)]
+
+
+def build_models(
+    outdir: Path,
+    names: list[str] | None = None,
+    small: bool = False,
+    precisions: tuple[str, ...] = ("fp32",),
+    target: str | None = None,
+) -> None:
+    """Build ``names`` (default: all of GPU_MODELS) in each of ``precisions`` into
+    ``outdir``, for ``target`` (default: ``default_target`` of the precision)."""
     outdir.mkdir(parents=True, exist_ok=True)
     for spec in GPU_MODELS:
         if names is None or spec.name in names:
-            note = build_one(spec, outdir, small)
-            mirror = note["torch_mirror_rel_err"]
-            check = "torch not installed" if mirror is None else f"rel err {mirror:.2g}"
-            print(f"built {spec.name} {note['shapes']}; torch module vs ONNX: {check}")
+            for precision in precisions:
+                note = build_one(spec, outdir, small, precision, target)
+                mirror = note["torch_mirror_rel_err"]
+                check = "torch not installed" if mirror is None else f"rel err {mirror:.2g}"
+                done, products = note["tensorized"]
+                print(f"built {note['name']} {note['shapes']} for {note['target']!r}: "
+                      f"{done} of {products} product kernels on cooperative matrices; "
+                      f"torch module vs ONNX: {check}")

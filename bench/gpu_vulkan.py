@@ -3,6 +3,7 @@
 Two halves, because the GPU host may have no compiler installed:
 
     python bench/gpu_vulkan.py build OUTDIR [--small] [--models mlp,resnet18]
+        [--precision fp32,fp16] [--target "vulkan ..."]
     python bench/gpu_vulkan.py run OUTDIR [OUTDIR ...] [--repeat 50] [--save FILE] [--json F]
     python bench/gpu_vulkan.py report F [F ...] [--save FILE]   # one table from runs' --json
 
@@ -11,7 +12,10 @@ cooperative matrices (bench/gpu_coop.py: ``vulkan -cooperative-matrix=16x16x16``
 variants, and plain ``vulkan`` for comparison), and the models of
 bench/gpu_build.py (the example MLP, ResNet-18 and MobileNetV2 at 224x224, the BERT
 encoder at sequence 128; ``--small`` shrinks images to 64 and the sequence to 32, for a
-CPU Vulkan driver) with their inputs and ONNX Runtime's outputs.
+CPU Vulkan driver) with their inputs and ONNX Runtime's outputs. ``--precision fp16``
+builds the models with ``precision="fp16"`` instead (``fp32,fp16``: both), as
+NAME_fp16, for the cooperative-matrix target of bench/gpu_build.py unless ``--target``
+names another (plain ``vulkan`` for lavapipe).
 
 ``run`` (on the GPU host) needs only tensorsmith-runtime[vulkan]
 (PYTHONPATH=packages/runtime/src works), numpy and, for the comparison column, torch.
@@ -26,6 +30,15 @@ max abs output) and times, as a user sees them (numpy arrays in, numpy arrays ou
   eager mode under ``inference_mode``, on CUDA when available (else the CPU, labelled),
   inputs copied in and the output copied out, synchronized;
 - *ratio* = torch ms / tsm ms: above 1 means tensorsmith is faster.
+
+A float16 artifact (its note says ``"precision": "fp16"``) is compared with torch in
+float16 too: ``module.half()``, float inputs ``.half()`` on the device, the output
+back to float32 numpy. Its error is still taken against ONNX Runtime's float32 output,
+so it is judged by :data:`TOLERANCE` of its precision: float16 keeps 11 significant
+bits (a relative rounding of 4.9e-4 per value), and a model rounds every stored
+activation and weight to it, through ~50 layers for ResNet-50; errors of a few 1e-3 of
+the largest output are what float16 inference gives, so only 2e-2 and above is called
+WRONG (a broken kernel is off by far more). Float32 keeps the tests' 1e-4.
 
 Then the matmul: TFLOP/s of its kernel (GPU timestamps) next to ``torch.matmul`` on
 device-resident tensors with TF32 off; and the float16 matmuls (bench/gpu_coop.py): the
@@ -53,12 +66,22 @@ from bench.measure import relative_error, time_runs  # noqa: E402
 
 MATMUL_N = 4096
 RTOL = 1e-4  # the tests' tolerance; above it the table says WRONG
-MODEL_ORDER = ["mlp", "resnet18", "mobilenetv2", "bert_encoder"]
+#: Relative error (max abs error / max abs output) above which a row says WRONG, per
+#: precision: see the module docstring for float16's.
+TOLERANCE = {"fp32": RTOL, "fp16": 2e-2}
+MODEL_ORDER = ["mlp", "resnet18", "mobilenetv2", "resnet50", "bert_encoder",
+               "resnet50_fp16", "bert_encoder_fp16"]
 #: Artifacts besides the models: ``build --models`` may name these too.
 EXTRA = ["matmul", "matmul_f16"]
 
 
-def build(outdir: Path, names: list[str] | None = None, small: bool = False) -> None:
+def build(
+    outdir: Path,
+    names: list[str] | None = None,
+    small: bool = False,
+    precisions: tuple[str, ...] = ("fp32",),
+    target: str | None = None,
+) -> None:
     from bench.gpu_build import build_models
     from tensorsmith.ir import GraphBuilder
     from tensorsmith.ir import build as compile_graph
@@ -76,7 +99,7 @@ def build(outdir: Path, names: list[str] | None = None, small: bool = False) -> 
         build_f16(outdir, 512 if small else MATMUL_N)
     models = None if names is None else [n for n in names if n not in EXTRA]
     if models is None or models:
-        build_models(outdir, models, small)
+        build_models(outdir, models, small, precisions, target)
     print(f"wrote {sorted(p.name for p in outdir.iterdir())}")
 
 
@@ -104,12 +127,19 @@ def _time_torch(
     from bench.torch_models import build_torch_model
 
     torch, device = args.torch
-    module = build_torch_model(name, **note["torch_kwargs"]).to(device)
+    module = build_torch_model(note.get("model", name), **note["torch_kwargs"]).to(device)
+    half = note.get("precision") == "fp16"
+    if half:
+        module = module.half()
+
+    def tensor(array: np.ndarray) -> Any:
+        t = torch.from_numpy(array).to(device)
+        return t.half() if half and t.is_floating_point() else t
 
     def once() -> np.ndarray:
         with torch.inference_mode():
-            inputs = [torch.from_numpy(feeds[k]).to(device) for k in note["inputs"]]
-            out = module(*inputs).cpu().numpy()
+            inputs = [tensor(feeds[k]) for k in note["inputs"]]
+            out = module(*inputs).float().cpu().numpy()
         if device == "cuda":
             torch.cuda.synchronize()
         return out
@@ -126,7 +156,8 @@ def bench_model(folder: Path, name: str, args: argparse.Namespace) -> dict[str, 
     data = np.load(folder / f"{name}.npz")
     feeds = {k: data[f"in.{k}"] for k in note["inputs"]}
     want = [data[f"out.{i}"] for i in range(sum(k.startswith("out.") for k in data.files))]
-    row: dict[str, Any] = {"model": name, "shapes": note["shapes"]}
+    row: dict[str, Any] = {"model": name, "shapes": note["shapes"],
+                           "precision": note.get("precision", "fp32")}
     try:
         with rt.load(folder / f"{name}.tsm", device=args.device) as module:
             got = module.run(feeds)
@@ -183,18 +214,20 @@ def table(rows: list[dict[str, Any]], mm: dict[str, Any] | None, header: str) ->
     """The printed report: one line per model, then the matmul."""
     lines = [header, ""]
     lines.append(
-        "| model | input | tsm vulkan ms | tsm kernels ms | torch eager ms | ratio | rel err |"
+        "| model | precision | input | tsm vulkan ms | tsm kernels ms | torch eager ms | ratio "
+        "| rel err |"
     )
-    lines.append("|---|---|---:|---:|---:|---:|---:|")
+    lines.append("|---|---|---|---:|---:|---:|---:|---:|")
     for r in rows:
         shapes = ", ".join("x".join(map(str, s)) for s in r["shapes"].values())
         err = _fmt(r.get("rel_err"), ".1e")
-        if r.get("rel_err", 0.0) >= RTOL:
+        precision = r.get("precision", "fp32")
+        if r.get("rel_err", 0.0) >= TOLERANCE[precision]:
             err += " WRONG"
         if "error" in r:
             err = f"failed: {r['error']}"
         lines.append(
-            f"| {r['model']} | {shapes} | {_fmt(r.get('tsm_ms'), '.3f')} | "
+            f"| {r['model']} | {precision} | {shapes} | {_fmt(r.get('tsm_ms'), '.3f')} | "
             f"{_fmt(r.get('tsm_kernels_ms'), '.3f')} | {_fmt(r.get('torch_ms'), '.3f')} | "
             f"{_fmt(r.get('ratio'), '.2f')} | {err} |"
         )
@@ -279,6 +312,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     b.add_argument("--models", help="comma-separated subset of "
                    + ",".join(EXTRA + MODEL_ORDER))
     b.add_argument("--small", action="store_true", help="small sizes, for a CPU driver")
+    b.add_argument("--precision", default="fp32",
+                   help="comma-separated precisions of the models: fp32, fp16 (default fp32)")
+    b.add_argument("--target", help="the models' target (default: vulkan for fp32, the "
+                   "cooperative-matrix one of bench/gpu_build.py for fp16)")
     r = sub.add_parser("run", help="time the artifacts (needs only the runtime)")
     r.add_argument("outdirs", type=Path, nargs="+")
     r.add_argument("--device", default="vulkan")
@@ -297,7 +334,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     args = parse_args(argv[1:])
     if args.command == "build":
-        build(args.outdir, args.models.split(",") if args.models else None, args.small)
+        build(args.outdir, args.models.split(",") if args.models else None, args.small,
+              tuple(args.precision.split(",")), args.target)
     elif args.command == "run":
         run(args.outdirs, args)
     else:

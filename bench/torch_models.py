@@ -2,7 +2,7 @@
 
 The GPU benchmark (bench/gpu_vulkan.py) times each model in PyTorch eager next to
 tensorsmith's Vulkan artifact, so these mirror the ONNX builders layer for layer: the
-torchvision ResNet-18 and MobileNetV2 (Conv + BatchNorm in eval mode, as a user runs
+torchvision ResNet-18, ResNet-50 and MobileNetV2 (Conv + BatchNorm in eval mode, as a user runs
 them), and the BERT encoder (post-norm layers, exact GELU, additive attention mask,
 attention through ``scaled_dot_product_attention``, as Hugging Face's default does).
 
@@ -130,6 +130,47 @@ class MobileNetV2(nn.Module):
         return self.fc(torch.flatten(x, 1))
 
 
+class Bottleneck(nn.Module):
+    """1x1 reduce, 3x3 (the stride: v1.5, as torchvision), 1x1 expand by 4; the
+    projection shortcut registered last, as ``models._bottleneck`` creates it."""
+
+    def __init__(self, cin: int, planes: int, stride: int) -> None:
+        super().__init__()
+        cout = planes * 4
+        self.conv1 = conv_bn(cin, planes, 1)
+        self.conv2 = conv_bn(planes, planes, 3, stride)
+        self.conv3 = conv_bn(planes, cout, 1)
+        self.downsample = (
+            conv_bn(cin, cout, 1, stride) if stride != 1 or cin != cout else nn.Identity()
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.relu(self.conv2(torch.relu(self.conv1(x))))
+        return torch.relu(self.conv3(out) + self.downsample(x))
+
+
+class ResNet50(nn.Module):
+    """7x7/2 stem, 3x3/2 max pool, bottleneck blocks [3, 4, 6, 3], average pool, fc 1000."""
+
+    def __init__(self, classes: int = 1000) -> None:
+        super().__init__()
+        self.stem = conv_bn(3, 64, 7, 2)
+        blocks: list[nn.Module] = []
+        cin = 64
+        for stage, count in enumerate((3, 4, 6, 3)):
+            planes = 64 * 2**stage
+            for i in range(count):
+                blocks.append(Bottleneck(cin, planes, 2 if (i == 0 and stage > 0) else 1))
+                cin = planes * 4
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.max_pool2d(torch.relu(self.stem(x)), 3, 2, 1)
+        x = self.blocks(x)
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
 # ---- BERT ---------------------------------------------------------------------------
 
 
@@ -199,7 +240,9 @@ class BertEncoder(nn.Module):
         x = self.norm(x + self.token_type(torch.zeros_like(self.positions)))
         mask = None
         if attention_mask is not None:  # Hugging Face's additive mask, [b, 1, 1, s]
-            mask = (1.0 - attention_mask[:, None, None, :].float()) * -10000.0
+            # in the activations' type: scaled_dot_product_attention takes no float32
+            # mask for float16 queries (the module in half precision, gpu_vulkan.py)
+            mask = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * -10000.0
         for layer in self.layers:
             x = layer(x, mask)
         return x
@@ -210,6 +253,7 @@ class BertEncoder(nn.Module):
 TORCH_MODELS: dict[str, type[nn.Module]] = {
     "mlp": MLP,
     "resnet18": ResNet18,
+    "resnet50": ResNet50,
     "mobilenetv2": MobileNetV2,
     "bert_encoder": BertEncoder,
 }
