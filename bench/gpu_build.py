@@ -186,5 +186,5 @@ def build_models(
                 check = "torch not installed" if mirror is None else f"rel err {mirror:.2g}"
                 done, products = note["tensorized"]
                 print(f"built {note['name']} {note['shapes']} for {note['target']!r}: "
-                      f"{done} of {products} product kernels on cooperative matrices; "
+                      f"{done} of {products} distinct product kernels on cooperative matrices; "
                       f"torch module vs ONNX: {check}")

@@ -197,3 +197,19 @@ def test_fp16_with_vulkan_float16_arithmetic(name: str, tmp_path: Path) -> None:
     got, want, _ = _compile_and_run(model, "vulkan -float16-arithmetic=1", "fp16", tmp_path)
     for out, g, w in zip(model.graph.output, got, want):
         assert relative_error(g, w) < RTOL["fp16"], f"{name} {out.name}"
+
+
+@pytest.mark.vulkan
+def test_fp16_products_reach_cooperative_matrices() -> None:
+    """The pass's products (float16 operands, float32 sums, a cast back after the bias)
+    are the float16 x float16 -> float32 products that the cooperative-matrix rule
+    tensorizes (schedules/gpu_coop.py), with float16 arithmetic on as on an H100:
+    every kernel of the attention model that computes a matmul has the tensorize step."""
+    mod, params = from_onnx(MODELS_UNDER_TEST["attention"]())
+    target = ("vulkan -cooperative-matrix=16x16x16 -subgroup-size=32 -shared-memory=49152 "
+              "-float16-arithmetic=1")
+    lib = build(mod, target=target, params=params, precision="fp16")
+    steps = [f.attrs.get("steps") or [] for f in lib.funcs]
+    products = [s for s in steps if any(st[1] == "t0_matmul" for st in s)]
+    assert len(products) == 6, steps  # q, k, v, scores, context, out
+    assert all(s[0][0] == "tensorize" for s in products), products
