@@ -89,7 +89,9 @@ GPU_MODELS = [
 
 def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
     """Input shapes, with examples/mlp.onnx's symbolic batch set to 1."""
-    return {k: tuple(d or 1 for d in v) for k, v in input_shapes(model).items()}
+    symbolic = {d.dim_param: 1 for i in model.graph.input
+                for d in i.type.tensor_type.shape.dim if d.dim_param}
+    return input_shapes(model, symbolic)
 
 
 def _mlp_inputs(model: onnx.ModelProto) -> dict[str, np.ndarray]:
