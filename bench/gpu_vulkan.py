@@ -310,7 +310,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     b = sub.add_parser("build", help="compile the artifacts (needs the compiler)")
     b.add_argument("outdir", type=Path)
     b.add_argument("--models", help="comma-separated subset of "
-                   + ",".join(EXTRA + MODEL_ORDER))
+                   + ",".join(EXTRA + [n for n in MODEL_ORDER if not n.endswith("_fp16")]))
     b.add_argument("--small", action="store_true", help="small sizes, for a CPU driver")
     b.add_argument("--precision", default="fp32",
                    help="comma-separated precisions of the models: fp32, fp16 (default fp32)")
@@ -334,6 +334,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     args = parse_args(argv[1:])
     if args.command == "build":
+        unknown = set(args.precision.split(",")) - set(TOLERANCE)
+        if unknown:
+            sys.exit(f"build --precision: {', '.join(sorted(unknown))} is not one of "
+                     f"{', '.join(TOLERANCE)}")
         build(args.outdir, args.models.split(",") if args.models else None, args.small,
               tuple(args.precision.split(",")), args.target)
     elif args.command == "run":
