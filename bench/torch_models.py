@@ -58,6 +58,8 @@ def conv_bn(cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1) 
 
 
 class BasicBlock(nn.Module):
+    expansion = 1
+
     def __init__(self, cin: int, planes: int, stride: int) -> None:
         super().__init__()
         self.conv1 = conv_bn(cin, planes, 3, stride)
@@ -69,28 +71,6 @@ class BasicBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.conv2(torch.relu(self.conv1(x)))
         return torch.relu(out + self.downsample(x))
-
-
-class ResNet18(nn.Module):
-    """7x7/2 stem, 3x3/2 max pool, basic blocks [2, 2, 2, 2], average pool, fc 1000."""
-
-    def __init__(self, classes: int = 1000) -> None:
-        super().__init__()
-        self.stem = conv_bn(3, 64, 7, 2)
-        blocks: list[nn.Module] = []
-        cin = 64
-        for stage in range(4):
-            planes = 64 * 2**stage
-            for i in range(2):
-                blocks.append(BasicBlock(cin, planes, 2 if (i == 0 and stage > 0) else 1))
-                cin = planes
-        self.blocks = nn.Sequential(*blocks)
-        self.fc = nn.Linear(cin, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.max_pool2d(torch.relu(self.stem(x)), 3, 2, 1)
-        x = self.blocks(x)
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
 class InvertedResidual(nn.Module):
@@ -134,9 +114,11 @@ class Bottleneck(nn.Module):
     """1x1 reduce, 3x3 (the stride: v1.5, as torchvision), 1x1 expand by 4; the
     projection shortcut registered last, as ``models._bottleneck`` creates it."""
 
+    expansion = 4
+
     def __init__(self, cin: int, planes: int, stride: int) -> None:
         super().__init__()
-        cout = planes * 4
+        cout = planes * self.expansion
         self.conv1 = conv_bn(cin, planes, 1)
         self.conv2 = conv_bn(planes, planes, 3, stride)
         self.conv3 = conv_bn(planes, cout, 1)
@@ -149,19 +131,23 @@ class Bottleneck(nn.Module):
         return torch.relu(self.conv3(out) + self.downsample(x))
 
 
-class ResNet50(nn.Module):
-    """7x7/2 stem, 3x3/2 max pool, bottleneck blocks [3, 4, 6, 3], average pool, fc 1000."""
+class ResNet(nn.Module):
+    """7x7/2 stem, 3x3/2 max pool, stages of ``counts`` blocks (64, 128, 256, 512 planes
+    times ``block.expansion`` out; the first block of each later stage strided), average
+    pool, fc: ResNet-18 and ResNet-50 differ only in ``block`` and ``counts``."""
 
-    def __init__(self, classes: int = 1000) -> None:
+    def __init__(
+        self, block: type[BasicBlock | Bottleneck], counts: Sequence[int], classes: int
+    ) -> None:
         super().__init__()
         self.stem = conv_bn(3, 64, 7, 2)
         blocks: list[nn.Module] = []
         cin = 64
-        for stage, count in enumerate((3, 4, 6, 3)):
+        for stage, count in enumerate(counts):
             planes = 64 * 2**stage
             for i in range(count):
-                blocks.append(Bottleneck(cin, planes, 2 if (i == 0 and stage > 0) else 1))
-                cin = planes * 4
+                blocks.append(block(cin, planes, 2 if (i == 0 and stage > 0) else 1))
+                cin = planes * block.expansion
         self.blocks = nn.Sequential(*blocks)
         self.fc = nn.Linear(cin, classes)
 
@@ -169,6 +155,20 @@ class ResNet50(nn.Module):
         x = F.max_pool2d(torch.relu(self.stem(x)), 3, 2, 1)
         x = self.blocks(x)
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class ResNet18(ResNet):
+    """Basic blocks [2, 2, 2, 2], fc 1000."""
+
+    def __init__(self, classes: int = 1000) -> None:
+        super().__init__(BasicBlock, (2, 2, 2, 2), classes)
+
+
+class ResNet50(ResNet):
+    """Bottleneck blocks [3, 4, 6, 3], fc 1000."""
+
+    def __init__(self, classes: int = 1000) -> None:
+        super().__init__(Bottleneck, (3, 4, 6, 3), classes)
 
 
 # ---- BERT ---------------------------------------------------------------------------
