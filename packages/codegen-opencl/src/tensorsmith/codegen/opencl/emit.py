@@ -278,10 +278,7 @@ class _KernelWriter:
         into an invocation's private staging array, which GPU compilers keep in
         registers only when the copy is unrolled.
         """
-        if not (self.has_barriers and self.uniform_ifs):
-            return False
-        size = _unrolled_size(s)
-        return size is not None and size <= SKIPPABLE_UNROLL_MAX
+        return bool(self.has_barriers and self.uniform_ifs) and _unrollable(s)
 
     def _holds_a_kept_loop(self, s: IfThenElse) -> bool:
         """Whether uniform ``s`` of a kernel with barriers holds a loop too large (or too
@@ -289,9 +286,8 @@ class _KernelWriter:
         the loop runs on every path and no ``if`` skips it (see ``_skippable_loop``)."""
         if not self.has_barriers or s.otherwise is not None:
             return False
-        return any(isinstance(x, For) and not (x.kind == "unrolled" or (
-            (size := _unrolled_size(x)) is not None and size <= SKIPPABLE_UNROLL_MAX))
-            for x in _walk(s.then))
+        return any(isinstance(x, For) and not (x.kind == "unrolled" or _unrollable(x))
+                   for x in _walk(s.then))
 
     # -- expressions -------------------------------------------------------------------
     def expr(self, e: Expr) -> str:
@@ -401,6 +397,12 @@ def _sink_guard(cond: Expr, s: Stmt) -> Stmt:
     if isinstance(s, Allocate):
         return Allocate(s.buffer, _sink_guard(cond, s.body))
     return IfThenElse(cond, s)
+
+
+def _unrollable(s: Stmt) -> bool:
+    """Whether ``s`` fully unrolled stays within :data:`SKIPPABLE_UNROLL_MAX` statements."""
+    size = _unrolled_size(s)
+    return size is not None and size <= SKIPPABLE_UNROLL_MAX
 
 
 def _unrolled_size(s: Stmt) -> int | None:
