@@ -139,10 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         quantized = len(result.quantized_nodes)
     else:
         _ort_quantize(float_path, qdq_path, calib, args.method)
-        quantized = -1
     qdq = onnx.load(qdq_path)
-    quantized = quantized if quantized >= 0 else sum(
-        n.op_type == "QuantizeLinear" for n in qdq.graph.node)
+    if args.quantizer == "onnxruntime":
+        quantized = sum(n.op_type == "QuantizeLinear" for n in qdq.graph.node)
 
     ts_float = _compile(model, work / "float.so", args.target, args.threads)
     ts_int8 = _compile(qdq, work / "int8.so", args.target, args.threads)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
+from tensorsmith.ir.ops.integer import DOT
 from tensorsmith.ir.te.expr import Binary, Cast, Const, Expr, Load, Var
 from tensorsmith.ir.te.stmt import Store
 
@@ -35,8 +36,6 @@ from .constants import vector
 if TYPE_CHECKING:
     from .vectorize import VectorEmitter
 
-#: Bytes per 32-bit lane of one dot.
-DOT = 4
 #: 32-bit lanes of an AVX2 register.
 AVX2_LANES = 8
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)

@@ -286,7 +286,8 @@ def _matmul(node: Node) -> tuple[list[Node], Value] | None:
 # matmul of ``int32(x) - zp`` and a constant int32 weight (converters/quantize.py): the
 # same integer op computes them, and the int32 result is the same bit for bit.
 def _centered_bytes(v: Value) -> tuple[Value, int] | None:
-    """``(x, zp)`` of ``v = int32(x) - zp`` (or ``int32(x)``): x 8-bit, zp one constant."""
+    """``(int32(x), zp)`` of ``v = int32(x) - zp`` (or ``int32(x)``): x 8-bit, zp one
+    constant."""
     zero, node = 0, v.producer
     if node is not None and node.op == "sub":
         z = _constant(node.inputs[1])
@@ -296,8 +297,7 @@ def _centered_bytes(v: Value) -> tuple[Value, int] | None:
         node = v.producer
     if node is None or node.op != "cast" or v.dtype != "int32":
         return None
-    x = node.inputs[0]
-    return (x, zero) if x.dtype in ("uint8", "int8") else None
+    return (v, zero) if node.inputs[0].dtype in ("uint8", "int8") else None
 
 
 def _int_weight(v: Value, rank: int) -> np.ndarray | None:
@@ -310,18 +310,17 @@ def _int_weight(v: Value, rank: int) -> np.ndarray | None:
     return data.astype(np.int8)
 
 
-def _int_bytes(b: _Builder, v: Value, x: Value, zero: int) -> tuple[Value, int] | None:
-    """The activation as uint8 and its zero point there: uint8 as it is, int8 moved up by
-    128 (``v``'s producer chain holds ``int32(x)``)."""
+def _int_bytes(b: _Builder, wide: Value, zero: int) -> tuple[Value, int] | None:
+    """The activation ``x`` of ``wide = int32(x)`` as uint8 and its zero point there:
+    uint8 as it is, int8 moved up by 128."""
+    assert wide.producer is not None
+    x = wide.producer.inputs[0]
     if x.dtype == "uint8":
         return (x, zero) if 0 <= zero <= 255 else None
     if not -128 <= zero <= 127:
         return None
-    cast = v.producer if v.producer is not None and v.producer.op == "cast" else \
-        v.producer.inputs[0].producer  # type: ignore[union-attr]
-    assert cast is not None
     offset = b.const(np.asarray(128, np.int32), "offset")
-    moved = b.add("add", [cast.outputs[0], offset], {}, "moved")
+    moved = b.add("add", [wide, offset], {}, "moved")
     return b.add("cast", [moved], {"dtype": "uint8"}, "bytes"), zero + 128
 
 
@@ -334,7 +333,7 @@ def _integer_conv(node: Node) -> tuple[list[Node], Value] | None:
     if act is None or q is None or q.shape[1] % DOT or q[0].size > MAX_DEPTH:
         return None
     b = _Builder(node)
-    made = _int_bytes(b, x32, *act)
+    made = _int_bytes(b, *act)
     if made is None:
         return None
     u, zero = made
@@ -352,7 +351,7 @@ def _integer_matmul(node: Node) -> tuple[list[Node], Value] | None:
     if act is None or q is None or q.shape[0] % DOT or q.shape[0] > MAX_DEPTH:
         return None
     b = _Builder(node)
-    made = _int_bytes(b, x32, *act)
+    made = _int_bytes(b, *act)
     if made is None:
         return None
     u, zero = made
