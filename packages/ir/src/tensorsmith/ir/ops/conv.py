@@ -202,7 +202,7 @@ class WidenedReads:
         self.t, self.dtype, self.shape, self.ndim = t, dtype, t.shape, t.ndim
 
     def __getitem__(self, index: tuple[Expr, ...]) -> Expr:
-        return te.cast(self.dtype, self.t[index]) if self.dtype != self.t.dtype else self.t[index]
+        return te.cast(self.dtype, self.t[index])  # te.cast: as it is where dtypes match
 
 
 def _direct_conv(x: te.Tensor, w: te.Tensor, attrs: Attrs, shape: Sequence[Dim], tag: str,

@@ -33,6 +33,7 @@ from ..errors import ModelError
 from ..graph import Check, Graph, Node, Value
 from ..op_registry import TensorType, get_op
 from ..symbolic import Dim, shape_text
+from .rewrite import fresh_names
 
 #: The ops whose second input holds indices into their first: for the values True, the
 #: last axis of the indices holds coordinates into several axes of the data (GatherND,
@@ -75,17 +76,8 @@ def _out_of_range(indices: np.ndarray, bounds: list[int | None]) -> bool:
 def add_index_checks(graph: Graph) -> Graph:
     """Add a :class:`Check` to ``graph`` for each indexed node whose indices come at run
     time; raise ``ModelError`` for constant indices out of range."""
-    names = {v.name for n in graph.nodes for v in (*n.inputs, *n.outputs)}
-    names.update(v.name for v in graph.inputs)
+    fresh = fresh_names(graph)
     added: list[Node] = []
-
-    def fresh(base: str) -> str:
-        name, k = base, 0
-        while name in names:
-            k += 1
-            name = f"{base}_{k}"
-        names.add(name)
-        return name
 
     def add(op: str, inputs: list[Value], attrs: dict[str, Any], name: str) -> Value:
         types = get_op(op).infer([TensorType(v.shape, v.dtype) for v in inputs], attrs)

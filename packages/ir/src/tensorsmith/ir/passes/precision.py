@@ -29,6 +29,7 @@ import numpy as np
 from ..dtypes import REDUCED_FLOATS
 from ..errors import OptionError
 from ..graph import Graph, Node, Value
+from .rewrite import fresh_names
 
 #: ``precision`` option values -> the dtype tensors are stored in (None: as they are)
 PRECISIONS: dict[str, str | None] = {"fp32": None, "fp16": "float16", "bf16": "bfloat16"}
@@ -108,20 +109,11 @@ class _Rewrite:
 
     def __init__(self, graph: Graph, dtype: str) -> None:
         self.graph, self.dtype = graph, dtype
-        self.names = {v.name for v in graph.inputs} | {
-            v.name for n in graph.nodes for v in (*n.inputs, *n.outputs)}
+        self.fresh = fresh_names(graph)
         self.converted: dict[tuple[int, str], Value] = {}
         self.nodes: list[Node] = []
         #: values this rewrite made 16-bit (a model's own float16 tensors stay as they are)
         self.lowered: set[int] = set()
-
-    def fresh(self, base: str) -> str:
-        name, k = base, 0
-        while name in self.names:
-            k += 1
-            name = f"{base}_{k}"
-        self.names.add(name)
-        return name
 
     def run(self) -> Graph:
         g, low = self.graph, self.dtype
@@ -144,7 +136,6 @@ class _Rewrite:
             if v.uid in self.lowered:
                 # the output keeps its name (the artifact's API) and float32 type
                 inner_name, v.name = v.name, self.fresh(f"{v.name}_{_short(low)}")
-                self.names.add(inner_name)
                 out = Value(inner_name, v.shape, "float32")
                 self.emit_cast(v, out)
                 outputs.append(out)
