@@ -93,6 +93,12 @@ def _shape(model: onnx.ModelProto) -> tuple[int, ...]:
 @pytest.fixture(scope="module")
 def quantized(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
     """Each model quantized by ONNX Runtime for each activation type (QDQ files)."""
+    return quantize_models(tmp_path_factory.mktemp("quantized"))
+
+
+def quantize_models(folder: Path) -> dict[tuple[str, str], Path]:
+    """Each of MODELS quantized by ONNX Runtime for each activation type, QDQ files in
+    ``folder`` (also for tests/test_cross_aarch64.py)."""
     from onnxruntime.quantization import (
         CalibrationDataReader,
         QuantFormat,
@@ -100,7 +106,6 @@ def quantized(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str],
         quantize_static,
     )
 
-    folder = tmp_path_factory.mktemp("quantized")
     out = {}
     for name, (make, _, _) in MODELS.items():
         model = make()

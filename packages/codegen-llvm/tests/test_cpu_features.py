@@ -130,6 +130,22 @@ def test_other_architectures_record_none_for_now():
     assert required_features("aarch64-unknown-linux-gnu", "cortex-a76", "") == []
 
 
+def test_the_emitter_sees_aarch64_dot_products():
+    """What dot4.py asks: LLVM's extensions of the processor, with -mattr's changes."""
+    from tensorsmith.codegen.llvm.cpu_features import compiled_features
+    from tensorsmith.codegen.llvm.target_options import llvm_target
+
+    def emitted(target: str) -> tuple[str, ...]:
+        return compiled_features(llvm_target(Target.parse(target)))
+
+    arm = "llvm -mtriple=aarch64-linux-gnu"
+    assert emitted(f"{arm} -mcpu=cortex-a76") == ("dotprod",)
+    assert emitted(f"{arm} -mcpu=cortex-a76 -mattr=+i8mm") == ("dotprod", "i8mm")
+    assert emitted(f"{arm} -mcpu=neoverse-v1") == ("dotprod", "i8mm")
+    assert emitted(f"{arm} -mcpu=cortex-a76 -mattr=-dotprod") == ()
+    assert emitted(arm) == ()  # generic Armv8-A
+
+
 # --- recorded and checked ----------------------------------------------------------------
 
 

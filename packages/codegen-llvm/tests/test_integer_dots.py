@@ -1,6 +1,6 @@
 """Integer products (ops/integer.py) on the CPU: ``vpdpbusd`` for the four-byte dots where
-the target has AVX512-VNNI or AVX-VNNI, ``vpmaddwd`` pair sums on AVX2, a portable
-widening form elsewhere (dot4.py).
+the target has AVX512-VNNI or AVX-VNNI, AArch64's ``usdot`` (i8mm) or ``udot`` (dotprod),
+``vpmaddwd`` pair sums on AVX2, a portable widening form elsewhere (dot4.py).
 Targets are named with an explicit ``-mcpu``/``-mattr``, so what is emitted does not
 depend on this host; each artifact is also run (every CPU this suite runs on has AVX2)
 and compared with the interpreter: the products are exact, so the results are equal."""
@@ -25,6 +25,8 @@ VNNI256 = "llvm -mcpu=haswell -mattr=+avxvnni"
 AVX2 = "llvm -mcpu=haswell"
 SSE2 = "llvm -mcpu=x86-64"
 INTRINSIC = "llvm.x86.avx512.vpdpbusd"
+ARM = "llvm -mtriple=aarch64-linux-gnu"
+A76 = f"{ARM} -mcpu=cortex-a76"  # Armv8.2-A: dotprod, no i8mm
 
 
 def _host_has(feature: str) -> bool:
@@ -56,6 +58,8 @@ def test_the_target_record_says_whether_integer_dots_pay() -> None:
     assert target_resources(Target.parse(VNNI512)).int8_dot
     assert target_resources(Target.parse(VNNI256)).int8_dot
     assert not target_resources(Target.parse(AVX2)).int8_dot
+    assert target_resources(Target.parse(A76)).int8_dot
+    assert not target_resources(Target.parse(ARM)).int8_dot  # generic Armv8-A: none
 
 
 def test_dot_width_reads_the_features() -> None:
@@ -63,6 +67,8 @@ def test_dot_width_reads_the_features() -> None:
     assert dot_width(["avx2", "avxvnni"]) == 8
     assert dot_width(["avx2", "fma"]) == 0
     assert dot_width(["avx512f", "avx512bw"]) == 0
+    assert dot_width(["neon", "dotprod"]) == dot_width(["neon", "i8mm"]) == 4
+    assert dot_width(["neon", "fullfp16"]) == 0
 
 
 @pytest.mark.parametrize("graph", [matmul_graph, conv_graph], ids=["qmatmul", "qconv2d"])
@@ -109,3 +115,31 @@ def test_a_masked_tail_falls_back_to_the_widened_form(tmp_path: Path) -> None:
     feeds = {"x": rng.integers(0, 256, (3, 8)).astype(np.uint8)}
     got = rt.load(path, device="cpu").run(feeds)[0]
     assert np.array_equal(got, run_graph(g, feeds)[0])
+
+
+def _assembly(lib, target: str) -> str:  # noqa: ANN001
+    """The kernels' optimised assembly for ``target``, as the artifact's object has it."""
+    from tensorsmith.codegen.llvm.target_machine import optimize, target_machine
+    from tensorsmith.codegen.llvm.target_options import llvm_target
+
+    tm = target_machine(llvm_target(Target.parse(target)))
+    mod = llvm.parse_assembly(lib.get_source("llvm"))
+    mod.triple, mod.data_layout = tm.triple, str(tm.target_data)
+    optimize(mod, tm)
+    return tm.emit_assembly(mod)
+
+
+@pytest.mark.parametrize("graph", [matmul_graph, conv_graph], ids=["qmatmul", "qconv2d"])
+@pytest.mark.parametrize(("target", "op"), [
+    (A76, "udot"), (f"{A76} -mattr=+i8mm", "usdot"), (f"{ARM} -mattr=+dotprod", "udot"),
+    (f"{A76} -mattr=-dotprod", None), (ARM, None)],
+    ids=["cortex-a76", "i8mm", "generic+dotprod", "a76-dotprod", "generic"])
+def test_aarch64_dots_use_udot_or_usdot_only_where_the_target_has_them(
+        graph, target: str, op: str | None) -> None:  # noqa: ANN001
+    """Compiled only (the results under qemu: tests/test_cross_aarch64.py)."""
+    lib = build(graph(), target=target)
+    source, asm = lib.get_source("llvm"), _assembly(lib, target)
+    for name in ("udot", "usdot"):
+        assert (f"llvm.aarch64.neon.{name}." in source) == (name == op), name
+        assert (f"\t{name}\tv" in asm) == (name == op), name
+    assert "vpdpbusd" not in source

@@ -193,10 +193,14 @@ def _integer_products(tgt: Target | None, lanes: int) -> IntegerProducts | None:
 
     A CPU: the QOperator ops' int32 products always (2.5x faster on AVX2, 6x with VNNI,
     than int32 multiplies), a QDQ model's float ones where it has integer dot products
-    (without them, on AVX2, 1.2x slower than float32), convolutions where they run
-    channel-blocked (``lanes``). Not a GPU: its rules tile only float products and
-    convolutions (gpu_gemm.is_gemm, gpu_conv.is_conv), and untiled the integer ones ran
-    2-5x slower on lavapipe and PoCL than what they replaced. Without a target (a graph
+    (``CpuResources.int8_dot``; without them, on AVX2, 1.2x slower than float32),
+    convolutions where they run channel-blocked (``lanes``). AArch64 with dotprod or
+    i8mm counts as having them: one ``udot``/``usdot`` does 16 byte products where a
+    float ``fmla`` does 4, from a quarter of the weight bytes, the ratio that made VNNI
+    pay (not timed on AArch64 hardware: none was at hand; qemu's times mean nothing).
+    Not a GPU: its rules tile only float products and convolutions (gpu_gemm.is_gemm,
+    gpu_conv.is_conv), and untiled the integer ones ran 2-5x slower on lavapipe and PoCL
+    than what they replaced. Without a target (a graph
     only), every one that qualifies."""
     if tgt is None:
         return IntegerProducts()

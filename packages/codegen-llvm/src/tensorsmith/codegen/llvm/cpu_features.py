@@ -18,6 +18,11 @@ LLVM knows and the implications of ``-mattr`` (``+avx512bw`` brings ``avx512f``,
 
 The list is restricted to the extensions the runtime can test (its ``CHECKED_FEATURES``),
 which leaves out what no kernel uses and no loader can see (``shstk``, ``xsave``...).
+
+The kernel emitter asks the same question (:func:`compiled_features`) before it uses an
+instruction only some CPUs have; for AArch64 it is asked of the few extensions the
+emitter uses (:data:`AARCH64_EMITTED`), by the same probe: the inliner's rule holds for
+every architecture LLVM compiles for, and these names need no x86 host to list them.
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ if TYPE_CHECKING:
     from .target_options import LlvmTarget
 
 _X86 = ("x86_64", "i386")  # LLVM's names (get_triple_parts) of the architectures answered
+_AARCH64 = ("aarch64", "aarch64_be")
+#: AArch64 extensions (LLVM's names) the emitter may use: the four-byte dot products,
+#: ``udot``/``sdot`` (dotprod) and the mixed-sign ``usdot`` (i8mm) (dot4.py).
+AARCH64_EMITTED = ("dotprod", "i8mm")
 
 
 def target_cpu_features(target: Target) -> list[str]:
@@ -63,8 +72,17 @@ def required_features(triple: str, cpu: str, attrs: str) -> list[str]:
 
 def compiled_features(target: LlvmTarget) -> tuple[str, ...]:
     """The extensions code compiled for the resolved ``target`` may use (what the kernel
-    emitter asks before it uses an instruction only some CPUs have)."""
+    emitter asks before it uses an instruction only some CPUs have). On AArch64, those of
+    :data:`AARCH64_EMITTED` it has (the metadata lists none there: the runtime checks
+    only x86 CPUs so far)."""
+    if target.arch in _AARCH64:
+        return _emitted_aarch64(target)
     return _required(target)
+
+
+@functools.cache
+def _emitted_aarch64(target: LlvmTarget) -> tuple[str, ...]:
+    return tuple(_probe(target, list(AARCH64_EMITTED)))
 
 
 @functools.cache

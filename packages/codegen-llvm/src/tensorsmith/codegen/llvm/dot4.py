@@ -1,6 +1,7 @@
 """Four-byte integer dot products in vector loops: x86's ``vpdpbusd`` where the target
-has it (AVX512-VNNI, AVX-VNNI), ``vpmaddwd`` and ``vphaddd`` on AVX2 without it, and
-elsewhere an exact widening form in portable vector IR.
+has it (AVX512-VNNI, AVX-VNNI), AArch64's ``usdot`` (i8mm) or ``udot`` (dotprod),
+``vpmaddwd`` and ``vphaddd`` on AVX2 without them, and elsewhere an exact widening form
+in portable vector IR.
 
 The integer ops (tensorsmith.ir.ops.integer) accumulate, per output lane ``n``,
 
@@ -10,12 +11,16 @@ with ``x`` uint8 and the same for every lane (one activation pixel's four channe
 ``w`` int8, four adjacent bytes per lane (the weight's dot axis is last). That is one
 ``vpdpbusd``: a 32-bit broadcast of ``x[a..a+3]``, one load of ``4 x lanes`` weight bytes,
 four unsigned-by-signed byte products summed into each 32-bit lane, exactly (it does not
-saturate; ``vpdpbusds`` would). Without VNNI the bytes widen to 16 bits, multiply
-exactly (255 x -128 fits), and two rounds of adjacent sums in 32 bits make the same
-values (:func:`_pair_sums`, :func:`_widened`); ``vpmaddubsw`` is not used: it
+saturate; ``vpdpbusds`` would). AArch64's ``usdot`` is the same unsigned-by-signed dot
+on 4 lanes; with only dotprod's ``udot`` (both unsigned) the weights are read as
+``w + 128`` (their sign bit flipped) and the ``128 x (x[a] + ... + x[a + 3])`` that adds,
+the same in every lane, is taken off again (:func:`_neon`): exact in wrapping 32-bit
+arithmetic like the sums themselves. Without either the bytes widen to 16 bits,
+multiply exactly (255 x -128 fits), and two rounds of adjacent sums in 32 bits make the
+same values (:func:`_pair_sums`, :func:`_widened`); ``vpmaddubsw`` is not used: it
 saturates its 16-bit pair sums.
 
-:func:`dot_width` reads the lanes of the target's ``vpdpbusd`` from its features (the
+:func:`dot_width` reads the lanes of the target's dot instruction from its features (the
 codegen plug-in resolves them, cpu_features.py; the emitter holds them); 0 means none.
 """
 
@@ -36,21 +41,35 @@ from .constants import vector
 if TYPE_CHECKING:
     from .vectorize import VectorEmitter
 
-#: 32-bit lanes of an AVX2 register.
-AVX2_LANES = 8
+#: 32-bit lanes of an AVX2 register, of a NEON one.
+AVX2_LANES, NEON_LANES = 8, 4
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 
 
 def dot_width(features: Collection[str]) -> int:
-    """The 32-bit lanes of the widest ``vpdpbusd`` among a target's extensions (LLVM's
-    names, cpu_features.compiled_features): 16 with AVX512-VNNI, 8 with AVX-VNNI, else
-    0."""
+    """The 32-bit lanes of the widest four-byte dot instruction among a target's
+    extensions (LLVM's names, cpu_features.compiled_features): 16 with AVX512-VNNI, 8
+    with AVX-VNNI (``vpdpbusd``), 4 with AArch64's i8mm or dotprod (``usdot``,
+    ``udot``), else 0."""
     on = set(features)
     if "avx512vnni" in on and "avx512f" in on:
         return 16
     if "avxvnni" in on:
         return 8
+    if neon_dot(on):
+        return NEON_LANES
     return 0
+
+
+def neon_dot(features: Collection[str]) -> str | None:
+    """AArch64's instruction for the unsigned-by-signed dot: ``usdot`` with i8mm (exactly
+    the idiom), ``udot`` with dotprod (unsigned both, corrected: :func:`_neon`), else
+    None."""
+    if "i8mm" in features:
+        return "usdot"
+    if "dotprod" in features:
+        return "udot"
+    return None
 
 
 @dataclass(frozen=True)
@@ -158,14 +177,16 @@ def _key(e: Expr) -> object:
 
 def emit(ve: VectorEmitter, d: Dot4) -> ir.Value | None:
     """The accumulated vector of ``d`` over the loop's lanes, or None where this form
-    cannot emit it (a lane count that is no whole number of registers, without VNNI no
-    power of two). Under a split's tail mask the weight bytes are a masked load (those
-    past the last lane may lie past the buffer); the activation's four bytes are the
-    same for every lane, so inside the buffer whenever a lane runs."""
+    cannot emit it (a lane count that is no whole number of registers, without a dot
+    instruction no power of two). Under a split's tail mask the weight bytes are a
+    masked load (those past the last lane may lie past the buffer); the activation's
+    four bytes are the same for every lane, so inside the buffer whenever a lane runs."""
     width, lanes = dot_width(ve.em.features), ve.lanes
-    vnni = bool(width) and lanes % width == 0
-    pairs = not vnni and "avx2" in ve.em.features and lanes % AVX2_LANES == 0
-    if not (vnni or pairs) and lanes & (lanes - 1):
+    native = bool(width) and lanes % width == 0
+    neon = neon_dot(ve.em.features) if native else None
+    vnni = native and neon is None
+    pairs = not native and "avx2" in ve.em.features and lanes % AVX2_LANES == 0
+    if not (native or pairs) and lanes & (lanes - 1):
         return None
     b = ve.b
     acc = ve.expr(d.acc)
@@ -174,6 +195,8 @@ def emit(ve: VectorEmitter, d: Dot4) -> ir.Value | None:
     w_addr = ve.em._address(b, d.w.buffer, d.w.indices[0])  # type: ignore[arg-type]
     x4 = b.load(b.bitcast(x_addr, I32.as_pointer()), typ=I32, align=1)
     w = _weight_bytes(ve, w_addr)
+    if neon is not None:
+        return _neon(ve, acc, x4, w, neon)
     xs = ve.splat(x4, ir.VectorType(I32, lanes))
     if vnni:
         return _vnni(ve, acc, xs, b.bitcast(w, ir.VectorType(I32, lanes)), width)
@@ -212,6 +235,40 @@ def _vnni(ve: VectorEmitter, acc: ir.Value, xs: ir.Value, w: ir.Value, width: in
                                                              pick)
 
         parts.append(b.call(fn, [part(acc), part(xs), part(w)]))
+    if len(parts) == 1:
+        return parts[0]
+    from .vectorize import _concat
+
+    return _concat(b, parts)
+
+
+def _neon(ve: VectorEmitter, acc: ir.Value, x4: ir.Value, w: ir.Value, op: str
+          ) -> ir.Value:
+    """``usdot`` or ``udot`` on each register of 4 lanes. ``udot`` reads the weights with
+    their sign bit flipped (``w + 128``, unsigned) and the activation's extra
+    ``128 x sum(x)``, one ``udot`` of the activation with bytes of 128 for all the
+    registers, is subtracted from each."""
+    b, lanes = ve.b, ve.lanes
+    i32x4, i8x16 = ir.VectorType(I32, NEON_LANES), ir.VectorType(I8, DOT * NEON_LANES)
+    fn = ve.em._declare(f"llvm.aarch64.neon.{op}.v4i32.v16i8",
+                        ir.FunctionType(i32x4, [i32x4, i8x16, i8x16]))
+    one = b.insert_element(ir.Constant(i32x4, ir.Undefined), x4, ir.Constant(I32, 0))
+    xs = b.bitcast(b.shuffle_vector(one, ir.Constant(i32x4, ir.Undefined),
+                                    vector(i32x4, [0] * NEON_LANES)), i8x16)
+    zero = ir.Constant(i32x4, None)
+    if op == "udot":
+        w = b.xor(w, ir.Constant(w.type, [0x80] * w.type.count))
+        bias = b.call(fn, [zero, xs, ir.Constant(i8x16, [0x80] * i8x16.count)])
+    undef_w, undef_acc = ir.Constant(w.type, ir.Undefined), ir.Constant(acc.type, ir.Undefined)
+    parts = []
+    for start in range(0, lanes, NEON_LANES):
+        acc_part = acc if lanes == NEON_LANES else b.shuffle_vector(
+            acc, undef_acc, vector(i32x4, range(start, start + NEON_LANES)))
+        w_part = w if lanes == NEON_LANES else b.shuffle_vector(
+            w, undef_w, vector(ir.VectorType(I32, DOT * NEON_LANES),
+                               range(DOT * start, DOT * (start + NEON_LANES))))
+        dot = b.call(fn, [acc_part, xs, w_part])
+        parts.append(b.sub(dot, bias) if op == "udot" else dot)
     if len(parts) == 1:
         return parts[0]
     from .vectorize import _concat
