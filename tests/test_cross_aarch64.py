@@ -287,6 +287,19 @@ def test_cli_cross_compiles_to_an_aarch64_library(tmp_path: Path) -> None:
     assert elf_machine(out) == EM_AARCH64
 
 
+def test_an_aarch64_cpu_without_dot_products_keeps_qdq_products_in_float(
+        quantized_models: dict[tuple[str, str], Path]) -> None:
+    """Generic Armv8-A (no dotprod, no i8mm): the exact widening form would replace
+    float products with slower integer ones, as on AVX2 (build._integer_products)."""
+    from tensorsmith.ir.build import fused_groups
+
+    graph, params = from_onnx(onnx.load(quantized_models["conv_net", "uint8"]))
+    for target, integer in (("llvm -mtriple=aarch64-linux-gnu", False), (TARGET, True)):
+        optimized, _, _ = fused_groups(graph.copy(), params, target=target)
+        ops = {n.op for n in optimized.nodes}
+        assert bool(ops & {"qconv2d", "qmatmul"}) == integer, (target, ops)
+
+
 @pytest.mark.skipif(platform.machine() == "aarch64", reason="the host is AArch64: it loads")
 def test_the_python_runtime_refuses_another_architecture(built: Callable[[str], Built]) -> None:
     """Before dlopen, naming the artifact's triple and this machine."""
