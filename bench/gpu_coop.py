@@ -59,7 +59,30 @@ VARIANTS: dict[str, dict[str, int]] = {
     "w4x4_f2x4_b_global": {**_W4X4, "frags_m": 2, "b_global": 1},
     "w4x4_f4x2_a_global": {**_W4X4, "frags_n": 2, "a_global": 1},
 }
+#: Workgroup-held blocks (``vulkan ... -workgroup-matrix=16x16x16/<invocations>``, NVIDIA's
+#: VK_NV_cooperative_matrix2): name -> (invocations, knob answers). The driver stages
+#: the operands; the block (``wg_rows`` x ``wg_cols``, step ``wg_k``) and the grouping of
+#: workgroups are the kernel's only choices. A device that computes a block in workgroups
+#: of another size refuses the artifact at load (the row says so).
+_WG = {"wg_rows": 128, "wg_cols": 256, "wg_k": 32, "raster": 8}
+WORKGROUP_VARIANTS: dict[str, tuple[int, dict[str, int]]] = {
+    "wg256_128x256x32": (256, _WG),
+    "wg256_128x256x64": (256, {**_WG, "wg_k": 64}),
+    "wg256_128x256x16": (256, {**_WG, "wg_k": 16}),
+    "wg256_256x128x32": (256, {**_WG, "wg_rows": 256, "wg_cols": 128}),
+    "wg256_128x128x32": (256, {**_WG, "wg_cols": 128}),
+    "wg256_256x256x32": (256, {**_WG, "wg_rows": 256}),
+    "wg256_128x256x32_r1": (256, {**_WG, "raster": 1}),
+    "wg128_128x128x32": (128, {**_WG, "wg_cols": 128}),
+    "wg128_128x256x32": (128, _WG),
+    "wg128_64x128x32": (128, {**_WG, "wg_rows": 64, "wg_cols": 128}),
+    "wg512_256x256x32": (512, {**_WG, "wg_rows": 256}),
+}
 TOLERANCE = 2e-3
+
+
+def workgroup_target(invocations: int) -> str:
+    return f"{COOP_TARGET} -workgroup-matrix=16x16x16/{invocations}"
 
 
 def _graph(n: int) -> Any:
@@ -71,7 +94,7 @@ def _graph(n: int) -> Any:
     return b.finish([b.add1("matmul", [x, y], name="mm")])
 
 
-def _record(graph: Any, answers: dict[str, int]) -> dict[str, Any]:
+def _record(graph: Any, answers: dict[str, int], target: str = COOP_TARGET) -> dict[str, Any]:
     """A tuning record of the default rules' schedule with ``answers`` to their knobs."""
     from tensorsmith.ir.build import fused_groups
     from tensorsmith.ir.codegen import gpu_resources
@@ -82,13 +105,13 @@ def _record(graph: Any, answers: dict[str, int]) -> dict[str, Any]:
     _, groups, _ = fused_groups(graph)
     (group,) = groups
     _, outputs = group_compute(group)
-    s = schedule_gpu(outputs, resources=gpu_resources(Target.parse(COOP_TARGET)),
+    s = schedule_gpu(outputs, resources=gpu_resources(Target.parse(target)),
                      choose=lambda st, knob, default, choices=(): answers.get(knob, default))
-    return {"workload": workload_key(group), "target": COOP_TARGET,
+    return {"workload": workload_key(group), "target": target,
             "steps": [step.to_json() for step in s.steps], "costs": [1.0], "error": None}
 
 
-def build(outdir: Path, n: int = N) -> list[str]:
+def build(outdir: Path, n: int = N, workgroup: bool = True) -> list[str]:
     from tensorsmith.ir import build as compile_graph
     from tensorsmith.ir.schedules.knobs import KnobConflict
 
@@ -110,9 +133,20 @@ def build(outdir: Path, n: int = N) -> list[str]:
         export(compile_graph(graph, target=COOP_TARGET, records=records),
                f"matmul{n}_f16_coop_{name}.tsm")
         records.unlink()
+    for name, (invocations, answers) in WORKGROUP_VARIANTS.items() if workgroup else ():
+        target = workgroup_target(invocations)
+        records = outdir / f"matmul{n}_f16_{name}.records.jsonl"
+        try:
+            records.write_text(json.dumps(_record(graph, answers, target)) + "\n")
+        except KnobConflict as e:
+            print(f"variant {name} left out: {e}")
+            continue
+        export(compile_graph(graph, target=target, records=records), f"matmul{n}_f16_{name}.tsm")
+        records.unlink()
     export(compile_graph(graph, target="vulkan"), f"matmul{n}_f16_plain.tsm")
     (outdir / "matmul_f16.meta").write_text(json.dumps(
-        {"n": n, "target": COOP_TARGET, "variants": VARIANTS}))
+        {"n": n, "target": COOP_TARGET, "variants": VARIANTS,
+         "workgroup_variants": WORKGROUP_VARIANTS if workgroup else {}}))
     return written
 
 

@@ -18,6 +18,12 @@ capability.
 
 16-byte chunks are read from global memory through a second view of the parameter's
 binding, ``struct { uvec4 data[]; }`` (Vulkan lets variables of one binding alias).
+
+A fragment the whole workgroup holds (``held_by="workgroup"``) is a matrix of Workgroup
+scope, which SPV_NV_cooperative_matrix2 allows in SPIR-V 1.6 (the module's version is
+raised to it, its entry point then listing every global variable); the workgroup size
+is declared by LocalSize in the module's header, before any such type, as the
+extension requires.
 """
 
 from __future__ import annotations
@@ -36,7 +42,14 @@ from tensorsmith.ir.te.matrix import (
 )
 from tensorsmith.ir.te.stmt import Buffer, Intrinsic
 
-from .spec import MATRIX_LAYOUT_ROW_MAJOR, MATRIX_USE, SCOPE_SUBGROUP
+from .spec import (
+    MATRIX_LAYOUT_ROW_MAJOR,
+    MATRIX_USE,
+    SCOPE_SUBGROUP,
+    SCOPE_WORKGROUP,
+    VERSION_1_6,
+    WORKGROUP_MATRIX_EXTENSION,
+)
 
 if TYPE_CHECKING:
     from .emit import DispatchEmitter
@@ -54,7 +67,12 @@ def matrix_type(em: DispatchEmitter, frag: Fragment, dtype: str | None = None) -
     if dtype == "float16":
         em.m.capability("Float16")
     component = em.m.t_float(COMPONENT[dtype])
-    return em.m.t_cooperative_matrix(component, SCOPE_SUBGROUP, frag.rows, frag.cols,
+    scope = SCOPE_SUBGROUP
+    if frag.held_by == "workgroup":
+        em.m.extension(WORKGROUP_MATRIX_EXTENSION)
+        em.m.require_version(VERSION_1_6)
+        scope = SCOPE_WORKGROUP
+    return em.m.t_cooperative_matrix(component, scope, frag.rows, frag.cols,
                                      MATRIX_USE[frag.use])
 
 

@@ -14,6 +14,13 @@ before the prefetched step is stored (``stash_after``), fragments loaded a step 
 whose fragments are loaded from global memory instead of shared tiles (``a_global``,
 ``b_global``), and the order of A's chunks among the invocations (``a_interleave``);
 te/matrix_lower.py says what each does to the kernel.
+
+Where the target also offers matrices a whole workgroup holds (``-workgroup-matrix``,
+NVIDIA's VK_NV_cooperative_matrix2) and a block divides the product and its result is
+stored directly, the rule asks ``workgroup`` (default 1): the workgroup then multiplies
+one ``wg_rows x wg_k`` block of A by one ``wg_k x wg_cols`` block of B per step, read
+from global memory, and the driver stages and splits the work itself, which on an
+H100 reaches what the subgroup kernel's staging cannot (bench/results/gpu_coop_*).
 Products this kernel cannot take (float32 operands, sizes known only at run time, K or
 N not a multiple of 8, an operand computed in the kernel) keep the tiled rule of
 gpu_gemm.py, as does every product on a target without cooperative matrices.
@@ -24,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..target import GpuResources, MatrixShape
+from ..target import GpuResources, MatrixShape, WorkgroupMatrix
 from ..te.matrix_lower import ACC_DTYPE, INPUT_DTYPE, PREFETCH, Params, Product, writes_directly
 from ..te.schedule import Schedule, Stage
 from .knobs import Choose, conflict_unless
@@ -76,6 +83,71 @@ CANDIDATES = (CoopTiles(2, 4, 4, 4, 16, raster=8, **_PIPELINED),
               CoopTiles(1, 1, 1, 1, 16))
 #: Enough workgroups to fill a large GPU: blocks shrink until a product yields this many.
 TARGET_WORKGROUPS = 128
+
+
+@dataclass(frozen=True)
+class WorkgroupTiles:
+    """The block of a workgroup-held product: rows and columns of C, the reduction
+    step, and the grouping of workgroups for L2 reuse (as ``CoopTiles.raster``)."""
+
+    rows: int
+    cols: int
+    kt: int
+    raster: int = 1
+
+
+#: Workgroup-held blocks, largest first; the first that divides the product and leaves
+#: ``TARGET_WORKGROUPS`` workgroups is the default (else the smallest that divides).
+#: Smaller blocks would leave a workgroup of hundreds of invocations a few elements
+#: each: products none of these divide take the subgroup kernel.
+WORKGROUP_CANDIDATES = (WorkgroupTiles(128, 256, 32, 8), WorkgroupTiles(128, 128, 32, 8),
+                        WorkgroupTiles(128, 128, 32), WorkgroupTiles(64, 128, 32),
+                        WorkgroupTiles(64, 64, 32), WorkgroupTiles(64, 64, 16))
+
+
+def workgroup_params(w: WorkgroupMatrix, t: WorkgroupTiles) -> dict[str, int]:
+    """The ``matrix_product`` parameters of a workgroup-held block (te/matrix_lower.py):
+    one fragment of the whole block, held by the workgroup's invocations."""
+    return {"m": t.rows, "n": t.cols, "k": t.kt, "warps_m": 1, "warps_n": 1, "frags_m": 1,
+            "frags_n": 1, "kt": t.kt, "subgroup": w.invocations, "pad": PAD, "tile_lanes": 8,
+            "raster": t.raster, "a_global": 1, "b_global": 1, "workgroup": 1}
+
+
+def _workgroup_fits(product: Product, w: WorkgroupMatrix, t: WorkgroupTiles) -> bool:
+    return (all(d % g == 0 and d <= w.max_dimension
+                for d, g in ((t.rows, w.m), (t.cols, w.n), (t.kt, w.k)))
+            and product.m % t.rows == 0 and product.n % t.cols == 0
+            and product.k % t.kt == 0 and (product.m // t.rows) % t.raster == 0)
+
+
+def _schedule_workgroup(s: Schedule, st: Stage, choose: Choose, resources: GpuResources,
+                        epilogue: Stage | None) -> bool:
+    """Tensorize ``st`` on workgroup-held matrices where the target has them and a block
+    fits (see the module docstring); False leaves it to the subgroup kernel."""
+    w = resources.workgroup_matrix(INPUT_DTYPE, ACC_DTYPE)
+    product = Product(st)
+    if w is None or product.problem or w.invocations > resources.max_invocations:
+        return False
+    fitting = [t for t in WORKGROUP_CANDIDATES if _workgroup_fits(product, w, t)
+               and writes_directly(product, Params(workgroup_params(w, t)), st.tensor,
+                                   epilogue)]
+    if not fitting:
+        return False
+    batch = math.prod(product.batch)
+    d = next((t for t in fitting
+              if batch * (product.m // t.rows) * (product.n // t.cols) >= TARGET_WORKGROUPS),
+             fitting[-1])
+    if not choose(st, "workgroup", 1, (1, 0)):
+        return False
+    t = WorkgroupTiles(choose(st, "wg_rows", d.rows, (16, 32, 64, 128, 256)),
+                       choose(st, "wg_cols", d.cols, (16, 32, 64, 128, 256)),
+                       choose(st, "wg_k", d.kt, (16, 32, 64)),
+                       choose(st, "raster", d.raster, (1, 2, 4, 8, 16)))
+    conflict_unless(t == d or (_workgroup_fits(product, w, t) and writes_directly(
+        product, Params(workgroup_params(w, t)), st.tensor, epilogue)),
+        "the workgroup-held block does not divide the product or the device's sizes")
+    s.tensorize(st.name, "matrix_product", workgroup_params(w, t))
+    return True
 
 
 def matrix_shape(st: Stage, resources: GpuResources) -> MatrixShape | None:
@@ -156,6 +228,8 @@ def schedule_coop(s: Schedule, st: Stage, choose: Choose, resources: GpuResource
     """Tensorize matmul stage ``st`` when the target's cooperative matrices can compute
     it (see the module docstring); False leaves it to the tiled rule. ``epilogue``: the
     stage the caller will fuse into ``st``'s write-back, if any."""
+    if _schedule_workgroup(s, st, choose, resources, epilogue):
+        return True
     shape = matrix_shape(st, resources)
     if shape is None:
         return False
@@ -167,5 +241,5 @@ def schedule_coop(s: Schedule, st: Stage, choose: Choose, resources: GpuResource
     return True
 
 
-__all__ = ["CANDIDATES", "CoopTiles", "ask_tiles", "choose_tiles", "matrix_shape",
-           "schedule_coop"]
+__all__ = ["CANDIDATES", "WORKGROUP_CANDIDATES", "CoopTiles", "WorkgroupTiles", "ask_tiles",
+           "choose_tiles", "matrix_shape", "schedule_coop", "workgroup_params"]

@@ -32,24 +32,33 @@ from .stmt import Buffer, Intrinsic
 USES = ("a", "b", "accumulator")
 #: Bytes one chunk statement moves (a 128-bit vector load or store).
 CHUNK_BYTES = 16
+#: Who holds a fragment: a subgroup (VK_KHR_cooperative_matrix), or the whole workgroup
+#: (VK_NV_cooperative_matrix2, where the driver stages the operands itself).
+HOLDERS = ("subgroup", "workgroup")
 
 
 @dataclass(eq=False)
 class Fragment(Buffer):
     """``count`` cooperative matrices of ``rows`` x ``cols`` ``dtype`` elements with use
-    ``use``, allocated (``Allocate``) like a local array."""
+    ``use``, held by a subgroup or the whole workgroup (``held_by``), allocated
+    (``Allocate``) like a local array."""
 
     use: str = "accumulator"
     rows: int = 16
     cols: int = 16
+    held_by: str = "subgroup"
 
     def __post_init__(self) -> None:
         if self.use not in USES:
             raise ValueError(f"fragment {self.name}: use {self.use!r} is not one of {USES}")
+        if self.held_by not in HOLDERS:
+            raise ValueError(f"fragment {self.name}: held by {self.held_by!r}, not one of "
+                             f"{HOLDERS}")
 
     def __repr__(self) -> str:
-        return (f"{self.name}: fragment<{self.use}, {self.dtype}, {self.rows}x{self.cols}>"
-                f"[{self.size}]")
+        held = ", workgroup" if self.held_by == "workgroup" else ""
+        return (f"{self.name}: fragment<{self.use}, {self.dtype}, {self.rows}x{self.cols}"
+                f"{held}>[{self.size}]")
 
 
 def _item(buf: Buffer, slot: Expr) -> str:
@@ -272,6 +281,6 @@ def evaluate(s: Intrinsic, mem: dict[int, np.ndarray], value: Callable[[Expr], o
         raise TypeError(type(s).__name__)
 
 
-__all__ = ["CHUNK_BYTES", "CHUNK_DTYPE", "USES", "ChunkLoad", "ChunkStore", "Fragment",
+__all__ = ["CHUNK_BYTES", "CHUNK_DTYPE", "HOLDERS", "USES", "ChunkLoad", "ChunkStore", "Fragment",
            "FragmentFill", "FragmentLoad", "FragmentMulAdd", "FragmentStore",
            "chunk_registers", "evaluate", "zeros"]
