@@ -392,6 +392,9 @@ def test_block_lowers_to_one_workgroup_fragment() -> None:
     ((64, 64), (64, 128), {"wg_rows": 32, "wg_cols": 64, "wg_k": 32, "raster": 1}),
     ((64, 48), (48, 64), {"wg_rows": 16, "wg_cols": 32, "wg_k": 16, "raster": 2}),
     ((2, 64, 64), (64, 64), {"wg_rows": 32, "wg_cols": 16, "wg_k": 64, "raster": 1}),
+    # each step's operands requested before the previous step's product (3 steps: the
+    # step after the last is zeros)
+    ((64, 96), (96, 64), {"wg_rows": 32, "wg_cols": 32, "wg_k": 32, "preload": 1}),
 ])
 def test_workgroup_held_results_match_numpy(a: tuple[int, ...], b: tuple[int, ...],
                                             answers: dict[str, int]) -> None:
@@ -431,7 +434,7 @@ def test_workgroup_knobs_are_the_tuners_space() -> None:
         return schedule_gpu(outs, choose=choose, resources=HELD)
 
     assert set(rule_knobs(schedule, outputs)["t0"]) == {"workgroup", "wg_rows", "wg_cols",
-                                                         "wg_k", "raster"}
+                                                         "wg_k", "raster", "preload"}
     with pytest.raises(KnobConflict):  # 256 rows in blocks of 96: no
         lowered(inputs, outputs, HELD, wg_rows=96)
     with pytest.raises(KnobConflict):  # over the device's largest dimension
@@ -447,6 +450,7 @@ def test_tensorize_checks_workgroup_blocks() -> None:
               "frags_n": 1, "kt": 32, "subgroup": 32, "pad": 8, "tile_lanes": 8,
               "a_global": 1, "b_global": 1, "workgroup": 1}
     s.tensorize("t0", "matrix_product", params)
+    te.Schedule(outputs).tensorize("t0", "matrix_product", {**params, "preload": 1})
     for wrong in ({"warps_m": 2}, {"kt": 64}, {"b_global": 0}, {"prefetch": 2}):
         with pytest.raises(ValueError, match="workgroup=1 must be 0 or 1, and 1 needs one "
                            "subgroup of one fragment"):

@@ -93,6 +93,8 @@ SEMANTICS_MAKE_AVAILABLE_VISIBLE = 0x2000 | 0x4000
 #: (loads) to the workgroup; each is followed by the Workgroup scope id.
 MEMORY_ACCESS_SHARED_STORE = 0x8 | 0x20  # MakePointerAvailable | NonPrivatePointer
 MEMORY_ACCESS_SHARED_LOAD = 0x10 | 0x20  # MakePointerVisible | NonPrivatePointer
+#: Aligned: followed by a literal, the bytes the pointer is aligned to.
+MEMORY_ACCESS_ALIGNED = 0x2
 
 LOOP_CONTROL = {"None": 0, "Unroll": 1, "DontUnroll": 2}
 SELECTION_CONTROL_NONE = 0

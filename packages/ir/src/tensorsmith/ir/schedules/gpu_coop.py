@@ -94,6 +94,7 @@ class WorkgroupTiles:
     cols: int
     kt: int
     raster: int = 1
+    preload: int = 0
 
 
 #: Workgroup-held blocks, largest first; the first that divides the product and leaves
@@ -110,7 +111,8 @@ def workgroup_params(w: WorkgroupMatrix, t: WorkgroupTiles) -> dict[str, int]:
     one fragment of the whole block, held by the workgroup's invocations."""
     return {"m": t.rows, "n": t.cols, "k": t.kt, "warps_m": 1, "warps_n": 1, "frags_m": 1,
             "frags_n": 1, "kt": t.kt, "subgroup": w.invocations, "pad": PAD, "tile_lanes": 8,
-            "raster": t.raster, "a_global": 1, "b_global": 1, "workgroup": 1}
+            "raster": t.raster, "preload": t.preload, "a_global": 1, "b_global": 1,
+            "workgroup": 1}
 
 
 def _workgroup_fits(product: Product, w: WorkgroupMatrix, t: WorkgroupTiles) -> bool:
@@ -142,7 +144,8 @@ def _schedule_workgroup(s: Schedule, st: Stage, choose: Choose, resources: GpuRe
     t = WorkgroupTiles(choose(st, "wg_rows", d.rows, (16, 32, 64, 128, 256)),
                        choose(st, "wg_cols", d.cols, (16, 32, 64, 128, 256)),
                        choose(st, "wg_k", d.kt, (16, 32, 64)),
-                       choose(st, "raster", d.raster, (1, 2, 4, 8, 16)))
+                       choose(st, "raster", d.raster, (1, 2, 4, 8, 16)),
+                       choose(st, "preload", d.preload, (0, 1)))
     conflict_unless(t == d or (_workgroup_fits(product, w, t) and writes_directly(
         product, Params(workgroup_params(w, t)), st.tensor, epilogue)),
         "the workgroup-held block does not divide the product or the device's sizes")

@@ -65,6 +65,10 @@ def _item(buf: Buffer, slot: Expr) -> str:
     return f"{buf.name}[{slot}]"
 
 
+def _aligned(align: int) -> str:
+    return f", align={align}" if align > 1 else ""
+
+
 @dataclass(eq=False)
 class FragmentFill(Intrinsic):
     """Every element of ``frag[slot]`` set to ``value``."""
@@ -87,13 +91,16 @@ class FragmentFill(Intrinsic):
 class FragmentLoad(Intrinsic):
     """``frag[slot]`` loaded from ``src`` (global or shared), row-major: row ``r`` from
     ``src[index + r * stride]`` on, ``index`` and ``stride`` in elements of ``src``,
-    which may be 16-byte words (:data:`CHUNK_DTYPE`) holding several matrix elements."""
+    which may be 16-byte words (:data:`CHUNK_DTYPE`) holding several matrix elements.
+    ``align``: bytes every row start is known to be aligned to (a codegen may tell the
+    driver, which then moves whole vectors)."""
 
     frag: Fragment
     slot: Expr
     src: Buffer
     index: Expr
     stride: int
+    align: int = 1
 
     @property
     def reads(self) -> tuple[Buffer, ...]:
@@ -103,23 +110,25 @@ class FragmentLoad(Intrinsic):
         return (self.slot, self.index)
 
     def map(self, fn: Callable[[Expr], Expr]) -> FragmentLoad:
-        return FragmentLoad(self.frag, fn(self.slot), self.src, fn(self.index), self.stride)
+        return FragmentLoad(self.frag, fn(self.slot), self.src, fn(self.index), self.stride,
+                            self.align)
 
     def __repr__(self) -> str:
         return (f"{_item(self.frag, self.slot)} = load_matrix({self.src.name}[{self.index}], "
-                f"stride={self.stride})")
+                f"stride={self.stride}{_aligned(self.align)})")
 
 
 @dataclass(eq=False)
 class FragmentStore(Intrinsic):
     """``frag[slot]`` stored row-major into ``dst`` at ``index`` (row stride ``stride``),
-    converted to ``dst``'s dtype."""
+    converted to ``dst``'s dtype; ``align`` as :class:`FragmentLoad`'s."""
 
     dst: Buffer
     index: Expr
     stride: int
     frag: Fragment
     slot: Expr
+    align: int = 1
 
     @property
     def writes(self) -> tuple[Buffer, ...]:
@@ -129,11 +138,12 @@ class FragmentStore(Intrinsic):
         return (self.index, self.slot)
 
     def map(self, fn: Callable[[Expr], Expr]) -> FragmentStore:
-        return FragmentStore(self.dst, fn(self.index), self.stride, self.frag, fn(self.slot))
+        return FragmentStore(self.dst, fn(self.index), self.stride, self.frag, fn(self.slot),
+                             self.align)
 
     def __repr__(self) -> str:
-        return (f"store_matrix({self.dst.name}[{self.index}], stride={self.stride}) = "
-                f"{_item(self.frag, self.slot)}")
+        return (f"store_matrix({self.dst.name}[{self.index}], stride={self.stride}"
+                f"{_aligned(self.align)}) = {_item(self.frag, self.slot)}")
 
 
 @dataclass(eq=False)

@@ -54,8 +54,12 @@ fragment ``frags_m`` times. The reduction runs in steps of ``kt``:
   (VK_NV_cooperative_matrix2's workgroup scope with flexible dimensions): one subgroup
   of ``subgroup`` = the workgroup's invocations, one ``m x n`` accumulator, ``m x k``
   and ``k x n`` operands loaded straight from global memory each step (``a_global`` and
-  ``b_global``), and the driver plans the staging through shared memory, the pipeline
-  and the split among its subgroups itself. The kernel is then only the block product;
+  ``b_global``), and the driver plans the staging through shared memory and the split
+  among its subgroups itself. The kernel is then only the block product, with
+  ``preload`` 1 requesting each step's operands before the previous step's product;
+* fragments loaded from or stored to global memory say their rows start 16-byte
+  aligned (K and N are multiples of 8 float16 and every block offset a multiple of 8
+  elements), so the driver may move them in whole vectors;
 * a shared tile holds 16-byte words (``tile_lanes`` 8: a chunk is one store, fragments
   load with offsets and strides in words, which the cooperative-matrix load allows) or
   float16 elements (``tile_lanes`` 1: eight stores a chunk).
@@ -223,10 +227,10 @@ def check_tensorize(st: Stage, intrinsic: str, params: dict[str, Any]) -> None:
                          f"{blocks_m} block rows of M={product.m}")
     if p.workgroup not in (0, 1) or (p.workgroup and (
             (p.warps_m, p.warps_n, p.frags_m, p.frags_n) != (1, 1, 1, 1) or p.kt != p.k
-            or not (p.a_global and p.b_global) or p.prefetch != 1 or p.preload)):
+            or not (p.a_global and p.b_global) or p.prefetch != 1)):
         raise ValueError(f"tensorize {st.name}: workgroup={p.workgroup} must be 0 or 1, and "
                          "1 needs one subgroup of one fragment (warps and frags 1), kt == k, "
-                         "both operands from global memory, prefetch 1 and no preload")
+                         "both operands from global memory and prefetch 1")
     if (p.m * p.n) % p.subgroup:
         raise ValueError(f"tensorize {st.name}: a {p.m}x{p.n} fragment does not divide "
                          f"among a subgroup of {p.subgroup}")
@@ -416,13 +420,14 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
         a_slot, b_slot = _plus(fi, fset * p.frags_m), _plus(fj, fset * p.frags_n)
         if p.a_global:
             a: Stmt = FragmentLoad(fa, a_slot, a_buf, a_base + (
-                row0 + wm * (p.frags_m * p.m) + fi * p.m) * K + step * p.kt + kk * p.k, K)
+                row0 + wm * (p.frags_m * p.m) + fi * p.m) * K + step * p.kt + kk * p.k, K,
+                CHUNK_BYTES)
         else:
             a = FragmentLoad(fa, a_slot, a_smem, half * a_half + (
                 wm * (p.frags_m * p.m) + fi * p.m) * a_row + kk * (p.k // lanes), a_row)
         if p.b_global:
             b: Stmt = FragmentLoad(fb, b_slot, b_buf, b_base + (step * p.kt + kk * p.k) * N
-                                   + col0 + wn * (p.frags_n * p.n) + fj * p.n, N)
+                                   + col0 + wn * (p.frags_n * p.n) + fj * p.n, N, CHUNK_BYTES)
         else:
             b = FragmentLoad(fb, b_slot, b_smem, half * b_half + kk * p.k * b_row
                              + wn * (p.frags_n * p.n // lanes) + fj * (p.n // lanes), b_row)
@@ -466,7 +471,7 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
         multiply-adds, which the fragment loads overlap."""
         regs_at = (1 - parity) % p.prefetch * per_set
         return Seq([stash(const(1 - parity), regs_at), fetch(ko + 1 + p.prefetch, regs_at),
-                    Barrier(), load_fragments(ko + 1, const(1 - parity), const(0), 1 - parity),
+                    *sync, load_fragments(ko + 1, const(1 - parity), const(0), 1 - parity),
                     multiply_adds(parity)])
 
     ko = Var("ko")
@@ -474,7 +479,7 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
     if p.preload:  # see the module docstring; the loop unrolled by two (fragment sets)
         prologue += [fetch(const(j), j % p.prefetch * per_set)
                      for j in range(1, p.prefetch + 1)]
-        prologue += [Barrier(), load_fragments(const(0), const(0), const(0), 0, True)]
+        prologue += [*sync, load_fragments(const(0), const(0), const(0), 0, True)]
         main: Stmt = For(ko, -(-steps // 2), "serial", Seq([
             preloading_step(ko * 2, 0), preloading_step(ko * 2 + 1, 1)]))
     elif p.prefetch == 1:
@@ -516,7 +521,7 @@ def _write_back(low: _Lowerer, st: Stage, product: Product, p: Params, out: Buff
     col = col0 + wn * (p.frags_n * p.n) + fj * p.n
     if scratch is None:
         return For(f, p.frags_m * p.frags_n, "unrolled", FragmentStore(
-            out, bz * (M * N) + row * N + col, N, acc, f))
+            out, bz * (M * N) + row * N + col, N, acc, f, CHUNK_BYTES))
     region = warp * (p.m * p.n)
     e = Var("e")
     idx = e * p.subgroup + lane
