@@ -4,9 +4,11 @@ float16 on CUDA.
 
 ``build`` writes, for the same product (and ``matmul_f16.meta``, JSON, naming them):
 ``matmul4096_f16_coop.tsm`` (the default cooperative-matrix kernel for
-:data:`COOP_TARGET`), one artifact per entry of
+:data:`COOP_TARGET`, subgroup-held matrices), one artifact per entry of
 :data:`VARIANTS` (other tile choices, each applied as a tuning record, the way tuned
-schedules reach ``build``), and ``matmul4096_f16_plain.tsm`` (plain ``vulkan``: the
+schedules reach ``build``), ``matmul4096_f16_workgroup.tsm`` and one per entry of
+:data:`WORKGROUP_VARIANTS` (the same for :data:`WORKGROUP_TARGET`: blocks a whole
+workgroup holds, VK_NV_cooperative_matrix2), and ``matmul4096_f16_plain.tsm`` (plain ``vulkan``: the
 tiled kernel with float16 storage and float32 arithmetic, what a device without
 cooperative matrices runs). ``run`` prints the device's cooperative-matrix properties,
 then per artifact: whether it loaded (a refusal names what the device lacks), its
@@ -59,31 +61,30 @@ VARIANTS: dict[str, dict[str, int]] = {
     "w4x4_f2x4_b_global": {**_W4X4, "frags_m": 2, "b_global": 1},
     "w4x4_f4x2_a_global": {**_W4X4, "frags_n": 2, "a_global": 1},
 }
-#: Workgroup-held blocks (``vulkan ... -workgroup-matrix=16x16x16/<invocations>``, NVIDIA's
-#: VK_NV_cooperative_matrix2): name -> (invocations, knob answers). The driver stages
-#: the operands; the block (``wg_rows`` x ``wg_cols``, step ``wg_k``) and the grouping of
-#: workgroups are the kernel's only choices. A device that computes a block in workgroups
-#: of another size refuses the artifact at load (the row says so).
-_WG = {"wg_rows": 128, "wg_cols": 256, "wg_k": 64, "raster": 8}
-WORKGROUP_VARIANTS: dict[str, tuple[int, dict[str, int]]] = {
-    # first H100 run (torch 674 TFLOP/s): 128x256 blocks of 256 invocations at k 16 / 32 /
-    # 64: 131 / 196 / 303; 256x128x32: 199; 128x128x32: 123 (128 invocations: 203);
-    # 256x256x32: 9.6 (the accumulator spills); raster 1 vs 8 at k 32: 187 vs 196
-    "wg256_128x256x64": (256, _WG),
-    "wg256_128x256x64_preload": (256, {**_WG, "preload": 1}),
-    "wg256_128x256x32_preload": (256, {**_WG, "wg_k": 32, "preload": 1}),
-    "wg256_128x128x128_preload": (256, {**_WG, "wg_cols": 128, "wg_k": 128, "preload": 1}),
-    "wg256_128x128x64_preload": (256, {**_WG, "wg_cols": 128, "preload": 1}),
-    "wg128_128x128x64_preload": (128, {**_WG, "wg_cols": 128, "preload": 1}),
-    "wg128_128x128x32_preload": (128, {**_WG, "wg_cols": 128, "wg_k": 32, "preload": 1}),
-    "wg256_256x128x32_preload": (256, {**_WG, "wg_rows": 256, "wg_cols": 128, "wg_k": 32,
-                                       "preload": 1}),
+#: The H100's workgroup-held matrices as its probe prints them (VK_NV_cooperative_matrix2:
+#: blocks of multiples of these sizes, in workgroups of that many invocations). With
+#: them the rule's default for 4096^3 is a 128 x 256 block of 256 invocations, a step
+#: of 64 (schedules/gpu_coop.py).
+WORKGROUP_TARGET = (f"{COOP_TARGET} -workgroup-matrix=16x16x16/32,16x16x16/64,32x16x16/128,"
+                    "32x32x16/256 -workgroup-matrix-max=1024")
+#: Workgroup-held variants (knob -> value) for :data:`WORKGROUP_TARGET`, with H100 TFLOP/s
+#: at 4096^3 where measured (bench/results/gpu_coop_h100_2026-12-05.txt; the default ran
+#: at 303-305). The driver stages the operands; the block, its step, the workgroup's
+#: invocations, the grouping of workgroups and ``preload`` are the kernel's only choices.
+_WG = {"workgroup": 1, "wg_rows": 128, "wg_cols": 256, "wg_k": 64, "wg_invocations": 256,
+       "raster": 8}
+WORKGROUP_VARIANTS: dict[str, dict[str, int]] = {
+    "k32": {**_WG, "wg_k": 32},  # 196
+    "k16": {**_WG, "wg_k": 16},  # 131
+    "raster1": {**_WG, "raster": 1},  # 301
+    "preload": {**_WG, "preload": 1},  # 198
+    "256x128": {**_WG, "wg_rows": 256, "wg_cols": 128},  # 122
+    "64x512_k32": {**_WG, "wg_rows": 64, "wg_cols": 512, "wg_k": 32},  # 190
+    "128x128_w128": {**_WG, "wg_cols": 128, "wg_invocations": 128},  # 279-280
+    "128x128_k128": {**_WG, "wg_cols": 128, "wg_k": 128},  # 272
+    "64x64_w64": {**_WG, "wg_rows": 64, "wg_cols": 64, "wg_invocations": 64},  # 199
 }
 TOLERANCE = 2e-3
-
-
-def workgroup_target(invocations: int) -> str:
-    return f"{COOP_TARGET} -workgroup-matrix=16x16x16/{invocations}"
 
 
 def _graph(n: int) -> Any:
@@ -112,7 +113,7 @@ def _record(graph: Any, answers: dict[str, int], target: str = COOP_TARGET) -> d
             "steps": [step.to_json() for step in s.steps], "costs": [1.0], "error": None}
 
 
-def build(outdir: Path, n: int = N, workgroup: bool = True) -> list[str]:
+def build(outdir: Path, n: int = N) -> list[str]:
     from tensorsmith.ir import build as compile_graph
     from tensorsmith.ir.schedules.knobs import KnobConflict
 
@@ -123,31 +124,26 @@ def build(outdir: Path, n: int = N, workgroup: bool = True) -> list[str]:
         lib.export_library(outdir / name)
         written.append(name)
 
+    def variants(prefix: str, target: str, table: dict[str, dict[str, int]]) -> None:
+        for name, answers in table.items():
+            records = outdir / f"matmul{n}_f16_{prefix}_{name}.records.jsonl"
+            try:
+                records.write_text(json.dumps(_record(graph, answers, target)) + "\n")
+            except KnobConflict as e:  # a variant over this device's limits is left out
+                print(f"variant {name} left out: {e}")
+                continue
+            export(compile_graph(graph, target=target, records=records),
+                   f"matmul{n}_f16_{prefix}_{name}.tsm")
+            records.unlink()
+
     export(compile_graph(graph, target=COOP_TARGET), f"matmul{n}_f16_coop.tsm")
-    for name, answers in VARIANTS.items():
-        records = outdir / f"matmul{n}_f16_coop_{name}.records.jsonl"
-        try:
-            records.write_text(json.dumps(_record(graph, answers)) + "\n")
-        except KnobConflict as e:  # a variant over this device's limits is left out
-            print(f"variant {name} left out: {e}")
-            continue
-        export(compile_graph(graph, target=COOP_TARGET, records=records),
-               f"matmul{n}_f16_coop_{name}.tsm")
-        records.unlink()
-    for name, (invocations, answers) in WORKGROUP_VARIANTS.items() if workgroup else ():
-        target = workgroup_target(invocations)
-        records = outdir / f"matmul{n}_f16_{name}.records.jsonl"
-        try:
-            records.write_text(json.dumps(_record(graph, answers, target)) + "\n")
-        except KnobConflict as e:
-            print(f"variant {name} left out: {e}")
-            continue
-        export(compile_graph(graph, target=target, records=records), f"matmul{n}_f16_{name}.tsm")
-        records.unlink()
+    variants("coop", COOP_TARGET, VARIANTS)
+    export(compile_graph(graph, target=WORKGROUP_TARGET), f"matmul{n}_f16_workgroup.tsm")
+    variants("workgroup", WORKGROUP_TARGET, WORKGROUP_VARIANTS)
     export(compile_graph(graph, target="vulkan"), f"matmul{n}_f16_plain.tsm")
     (outdir / "matmul_f16.meta").write_text(json.dumps(
         {"n": n, "target": COOP_TARGET, "variants": VARIANTS,
-         "workgroup_variants": WORKGROUP_VARIANTS if workgroup else {}}))
+         "workgroup_target": WORKGROUP_TARGET, "workgroup_variants": WORKGROUP_VARIANTS}))
     return written
 
 

@@ -361,14 +361,20 @@ def test_tensorize_checks_its_stage() -> None:
 # One workgroup-held fragment a block, both operands read from global memory, no shared
 # tiles and no barriers (the driver stages them).
 
-#: Workgroups of 32 invocations keep the interpreter quick (NVIDIA's take 256).
+#: An H100's workgroup-held blocks (at 128 and 256 invocations; the probe lists 32 and
+#: 64 too), and workgroups of 32 invocations, which keep the interpreter quick.
+WG128 = WorkgroupMatrix(32, 16, 16, 128, 1024)
+WG256 = WorkgroupMatrix(32, 32, 16, 256, 1024)
 HELD = GpuResources((MatrixShape(16, 16, 16),), subgroup_size=32, shared_bytes=49152,
-                    workgroup_matrices=(WorkgroupMatrix(16, 16, 16, 32, 256),))
+                    max_invocations=1024,
+                    workgroup_matrices=(WorkgroupMatrix(16, 16, 16, 32, 256), WG128, WG256))
+#: A block asked of the knobs, in workgroups of 32.
+SMALL = {"workgroup": 1, "wg_invocations": 32, "raster": 1}
 
 
 def test_block_lowers_to_one_workgroup_fragment() -> None:
     inputs, outputs = matmul((64, 64), (64, 128))
-    func, s = lowered(inputs, outputs, HELD, wg_rows=32, wg_cols=64, wg_k=32, raster=1)
+    func, s = lowered(inputs, outputs, HELD, **SMALL, wg_rows=32, wg_cols=64, wg_k=32)
     params = s.steps[0].args[1]
     assert (params["workgroup"], params["subgroup"], params["a_global"],
             params["b_global"]) == (1, 32, 1, 1)
@@ -384,25 +390,27 @@ def test_block_lowers_to_one_workgroup_fragment() -> None:
         "t0.acc[(fi + fj)] += t0.a[fi] @ t0.b[fj]",
     ]:
         assert line in text, line
-    assert "load_matrix(in0[" in text and "load_matrix(in1[" in text
-    assert "barrier" not in text and "_shared" not in text  # the driver stages them
+    # straight from global memory, rows 16-byte aligned; the driver stages them
+    assert "load_matrix(in0[" in text and "stride=64, align=16)" in text
+    assert "load_matrix(in1[" in text and "stride=128, align=16)" in text
+    assert "barrier" not in text and "_shared" not in text
 
 
 @pytest.mark.parametrize(("a", "b", "answers"), [
-    ((64, 64), (64, 128), {"wg_rows": 32, "wg_cols": 64, "wg_k": 32, "raster": 1}),
+    ((64, 64), (64, 128), {"wg_rows": 32, "wg_cols": 64, "wg_k": 32}),
     ((64, 48), (48, 64), {"wg_rows": 16, "wg_cols": 32, "wg_k": 16, "raster": 2}),
-    ((2, 64, 64), (64, 64), {"wg_rows": 32, "wg_cols": 16, "wg_k": 64, "raster": 1}),
+    ((2, 64, 64), (64, 64), {"wg_rows": 32, "wg_cols": 16, "wg_k": 64}),
     # each step's operands requested before the previous step's product (3 steps: the
     # step after the last is zeros)
     ((64, 96), (96, 64), {"wg_rows": 32, "wg_cols": 32, "wg_k": 32, "preload": 1}),
 ])
 def test_workgroup_held_results_match_numpy(a: tuple[int, ...], b: tuple[int, ...],
                                             answers: dict[str, int]) -> None:
-    text = str(run(a, b, resources=HELD, **answers))
+    text = str(run(a, b, resources=HELD, **{**SMALL, **answers}))
     assert ", workgroup>" in text
 
 
-def test_rule_takes_workgroup_blocks_that_divide_and_store_directly() -> None:
+def test_rule_takes_workgroup_blocks_that_fill_the_gpu() -> None:
     def params(inputs: list[te.Tensor], outputs: list[te.Tensor],
                resources: GpuResources = HELD, **answers: int) -> dict[str, int] | None:
         _, s = lowered(inputs, outputs, resources, **answers)
@@ -410,20 +418,22 @@ def test_rule_takes_workgroup_blocks_that_divide_and_store_directly() -> None:
         return steps[0].args[1] if steps else None
 
     big = params(*matmul((4096, 4096), (4096, 4096)))
-    assert big is not None and (big["m"], big["n"], big["k"], big["raster"],
-                                big["workgroup"]) == (128, 256, 32, 8, 1)
+    assert big is not None and (big["m"], big["n"], big["k"], big["subgroup"],
+                                big["raster"], big["workgroup"]) == (128, 256, 64, 256, 8, 1)
+    # 128 x 128 blocks of 128 invocations where 128 x 256 ones leave too few workgroups
+    mid = params(*matmul((2048, 1024), (1024, 1024)))
+    assert mid is not None and (mid["m"], mid["n"], mid["subgroup"]) == (128, 128, 128)
     # no workgroup-held matrices on the target, the knob says no, an epilogue that needs
-    # the scratch, or sizes no block divides: the subgroup kernel
-    for p in (params(*matmul((256, 256), (256, 256)), COOP),
-              params(*matmul((256, 256), (256, 256)), workgroup=0),
-              params(*matmul((64, 64), (64, 64), bias=True)),
-              params(*matmul((72, 64), (64, 64)))):
+    # the scratch, a step of 64 that does not divide K, or too few blocks: the subgroup
+    # kernel (which the knob can still overrule)
+    for p in (params(*matmul((4096, 4096), (4096, 4096)), COOP),
+              params(*matmul((4096, 4096), (4096, 4096)), workgroup=0),
+              params(*matmul((4096, 4096), (4096, 4096), bias=True)),
+              params(*matmul((4096, 4128), (4128, 4096))),
+              params(*matmul((256, 256), (256, 256)))):
         assert p is not None and not p.get("workgroup"), p
-    # a device whose granularity is 32 takes no 16-row block
-    coarse = GpuResources(HELD.matrix_shapes, 32, 49152,
-                          workgroup_matrices=(WorkgroupMatrix(32, 32, 32, 32, 256),))
-    p = params(*matmul((48, 64), (64, 64)), coarse)
-    assert p is not None and not p.get("workgroup")
+    forced = params(*matmul((256, 256), (256, 256)), workgroup=1)
+    assert forced is not None and (forced["m"], forced["n"], forced["subgroup"]) == (32, 32, 256)
 
 
 def test_workgroup_knobs_are_the_tuners_space() -> None:
@@ -433,14 +443,18 @@ def test_workgroup_knobs_are_the_tuners_space() -> None:
                  choose: object = None, start: object = None) -> te.Schedule:
         return schedule_gpu(outs, choose=choose, resources=HELD)
 
-    assert set(rule_knobs(schedule, outputs)["t0"]) == {"workgroup", "wg_rows", "wg_cols",
-                                                         "wg_k", "raster", "preload"}
+    found = rule_knobs(schedule, outputs)["t0"]
+    assert found["workgroup"].default == 0 and found["workgroup"].choices == (1, 0)
     with pytest.raises(KnobConflict):  # 256 rows in blocks of 96: no
-        lowered(inputs, outputs, HELD, wg_rows=96)
+        lowered(inputs, outputs, HELD, **SMALL, wg_rows=96)
+    with pytest.raises(KnobConflict):  # 16 rows: no multiple of a 32-row granularity
+        lowered(inputs, outputs, HELD, workgroup=1, wg_rows=16, wg_invocations=256)
+    with pytest.raises(KnobConflict):  # no entry for workgroups of 512
+        lowered(inputs, outputs, HELD, workgroup=1, wg_invocations=512)
     with pytest.raises(KnobConflict):  # over the device's largest dimension
         lowered(inputs, outputs, GpuResources(
             HELD.matrix_shapes, 32, 49152,
-            workgroup_matrices=(WorkgroupMatrix(16, 16, 16, 32, 64),)), wg_rows=128)
+            workgroup_matrices=(WorkgroupMatrix(16, 16, 16, 32, 64),)), **SMALL, wg_rows=128)
 
 
 def test_tensorize_checks_workgroup_blocks() -> None:

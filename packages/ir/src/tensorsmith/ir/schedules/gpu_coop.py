@@ -16,11 +16,12 @@ whose fragments are loaded from global memory instead of shared tiles (``a_globa
 te/matrix_lower.py says what each does to the kernel.
 
 Where the target also offers matrices a whole workgroup holds (``-workgroup-matrix``,
-NVIDIA's VK_NV_cooperative_matrix2) and a block divides the product and its result is
-stored directly, the rule asks ``workgroup`` (default 1): the workgroup then multiplies
-one ``wg_rows x wg_k`` block of A by one ``wg_k x wg_cols`` block of B per step, read
-from global memory, and the driver stages and splits the work itself, which on an
-H100 reaches what the subgroup kernel's staging cannot (bench/results/gpu_coop_*).
+NVIDIA's VK_NV_cooperative_matrix2), the rule first asks ``workgroup``: with 1, a
+workgroup of ``wg_invocations`` multiplies one ``wg_rows x wg_k`` block of A by one
+``wg_k x wg_cols`` block of B per step, read from global memory, and the driver stages
+and splits the work itself. It is the default where one of
+:data:`WORKGROUP_CANDIDATES` divides the product, fills the GPU and stores its result
+directly; on an H100 it then runs 13% faster than the subgroup kernel at 4096^3.
 Products this kernel cannot take (float32 operands, sizes known only at run time, K or
 N not a multiple of 8, an operand computed in the kernel) keep the tiled rule of
 gpu_gemm.py, as does every product on a target without cooperative matrices.
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 from ..target import GpuResources, MatrixShape, WorkgroupMatrix
 from ..te.matrix_lower import ACC_DTYPE, INPUT_DTYPE, PREFETCH, Params, Product, writes_directly
 from ..te.schedule import Schedule, Stage
+from ..te.tensor import Tensor
 from .knobs import Choose, conflict_unless
 
 #: Rows of shared memory are padded by this many elements by default (16 bytes: chunks
@@ -88,68 +90,85 @@ TARGET_WORKGROUPS = 128
 @dataclass(frozen=True)
 class WorkgroupTiles:
     """The block of a workgroup-held product: rows and columns of C, the reduction
-    step, and the grouping of workgroups for L2 reuse (as ``CoopTiles.raster``)."""
+    step, the workgroup's invocations (one of the target's ``-workgroup-matrix``
+    entries), the grouping of workgroups for L2 reuse (as ``CoopTiles.raster``) and
+    whether each step's operands are requested before the previous step's product."""
 
     rows: int
     cols: int
     kt: int
+    invocations: int
     raster: int = 1
     preload: int = 0
 
 
-#: Workgroup-held blocks, largest first; the first that divides the product and leaves
-#: ``TARGET_WORKGROUPS`` workgroups is the default (else the smallest that divides).
-#: Smaller blocks would leave a workgroup of hundreds of invocations a few elements
-#: each: products none of these divide take the subgroup kernel.
-WORKGROUP_CANDIDATES = (WorkgroupTiles(128, 256, 32, 8), WorkgroupTiles(128, 128, 32, 8),
-                        WorkgroupTiles(128, 128, 32), WorkgroupTiles(64, 128, 32),
-                        WorkgroupTiles(64, 64, 32), WorkgroupTiles(64, 64, 16))
+#: The default workgroup-held blocks, as measured on an H100 at 4096^3 against the
+#: subgroup kernel's 269 TFLOP/s (bench/results/gpu_coop_h100_2026-12-05.txt): 128x256
+#: blocks of 256 invocations reached 305 at a step of 64 (196 at 32, 131 at 16; 128 spilled
+#: and 256 did not build); 128x128 blocks of 128 invocations 280 at 64; wider, taller or
+#: smaller blocks, and preloading, ran slower. The first that divides the product and
+#: yields ``TARGET_WORKGROUPS`` workgroups is the default; where none does (smaller
+#: products, a step of 64 not dividing K) the subgroup kernel, which runs as fast there,
+#: is the default, and the ``workgroup`` knob can still ask for a block.
+WORKGROUP_CANDIDATES = (WorkgroupTiles(128, 256, 64, 256, 8),
+                        WorkgroupTiles(128, 128, 64, 128, 8))
 
 
-def workgroup_params(w: WorkgroupMatrix, t: WorkgroupTiles) -> dict[str, int]:
+def workgroup_params(t: WorkgroupTiles) -> dict[str, int]:
     """The ``matrix_product`` parameters of a workgroup-held block (te/matrix_lower.py):
     one fragment of the whole block, held by the workgroup's invocations."""
     return {"m": t.rows, "n": t.cols, "k": t.kt, "warps_m": 1, "warps_n": 1, "frags_m": 1,
-            "frags_n": 1, "kt": t.kt, "subgroup": w.invocations, "pad": PAD, "tile_lanes": 8,
-            "raster": t.raster, "preload": t.preload, "a_global": 1, "b_global": 1,
-            "workgroup": 1}
+            "frags_n": 1, "kt": t.kt, "subgroup": t.invocations, "pad": PAD,
+            "tile_lanes": 8, "raster": t.raster, "preload": t.preload, "a_global": 1,
+            "b_global": 1, "workgroup": 1}
 
 
-def _workgroup_fits(product: Product, w: WorkgroupMatrix, t: WorkgroupTiles) -> bool:
-    return (all(d % g == 0 and d <= w.max_dimension
-                for d, g in ((t.rows, w.m), (t.cols, w.n), (t.kt, w.k)))
+def _workgroup_fits(product: Product, entries: list[WorkgroupMatrix], t: WorkgroupTiles,
+                    tensor: Tensor, epilogue: Stage | None) -> bool:
+    """Whether block ``t`` divides the product, is a block of the target's entry for
+    its invocations, and stores its result directly (no scratch: a workgroup-held
+    accumulator is as large as the block)."""
+    w = next((e for e in entries if e.invocations == t.invocations), None)
+    return (w is not None
+            and all(d % g == 0 and d <= w.max_dimension
+                    for d, g in ((t.rows, w.m), (t.cols, w.n), (t.kt, w.k)))
             and product.m % t.rows == 0 and product.n % t.cols == 0
-            and product.k % t.kt == 0 and (product.m // t.rows) % t.raster == 0)
+            and product.k % t.kt == 0 and (product.m // t.rows) % t.raster == 0
+            and writes_directly(product, Params(workgroup_params(t)), tensor, epilogue))
 
 
 def _schedule_workgroup(s: Schedule, st: Stage, choose: Choose, resources: GpuResources,
                         epilogue: Stage | None) -> bool:
-    """Tensorize ``st`` on workgroup-held matrices where the target has them and a block
-    fits (see the module docstring); False leaves it to the subgroup kernel."""
-    w = resources.workgroup_matrix(INPUT_DTYPE, ACC_DTYPE)
+    """Tensorize ``st`` on workgroup-held matrices where the target has them and the
+    ``workgroup`` knob says so (see the module docstring); False leaves it to the
+    subgroup kernel."""
+    entries = [w for w in resources.workgroup_matrices
+               if (w.a, w.c) == (INPUT_DTYPE, ACC_DTYPE)
+               and w.invocations <= resources.max_invocations]
     product = Product(st)
-    if w is None or product.problem or w.invocations > resources.max_invocations:
-        return False
-    fitting = [t for t in WORKGROUP_CANDIDATES if _workgroup_fits(product, w, t)
-               and writes_directly(product, Params(workgroup_params(w, t)), st.tensor,
-                                   epilogue)]
-    if not fitting:
+    if not entries or product.problem:
         return False
     batch = math.prod(product.batch)
-    d = next((t for t in fitting
-              if batch * (product.m // t.rows) * (product.n // t.cols) >= TARGET_WORKGROUPS),
-             fitting[-1])
-    if not choose(st, "workgroup", 1, (1, 0)):
+    default = next((t for t in WORKGROUP_CANDIDATES
+                    if _workgroup_fits(product, entries, t, st.tensor, epilogue)
+                    and batch * (product.m // t.rows) * (product.n // t.cols)
+                    >= TARGET_WORKGROUPS), None)
+    if not choose(st, "workgroup", int(default is not None), (1, 0)):
         return False
-    t = WorkgroupTiles(choose(st, "wg_rows", d.rows, (16, 32, 64, 128, 256)),
-                       choose(st, "wg_cols", d.cols, (16, 32, 64, 128, 256)),
+    widest = max(entries, key=lambda e: e.invocations)
+    d = default or WorkgroupTiles(widest.m, widest.n, widest.k, widest.invocations)
+    t = WorkgroupTiles(choose(st, "wg_rows", d.rows, (32, 64, 128, 256)),
+                       choose(st, "wg_cols", d.cols, (32, 64, 128, 256, 512)),
                        choose(st, "wg_k", d.kt, (16, 32, 64)),
+                       choose(st, "wg_invocations", d.invocations,
+                              tuple(sorted({e.invocations for e in entries}))),
                        choose(st, "raster", d.raster, (1, 2, 4, 8, 16)),
                        choose(st, "preload", d.preload, (0, 1)))
-    conflict_unless(t == d or (_workgroup_fits(product, w, t) and writes_directly(
-        product, Params(workgroup_params(w, t)), st.tensor, epilogue)),
-        "the workgroup-held block does not divide the product or the device's sizes")
-    s.tensorize(st.name, "matrix_product", workgroup_params(w, t))
+    conflict_unless((t == default) or _workgroup_fits(product, entries, t, st.tensor,
+                                                      epilogue),
+                    "the workgroup-held block does not divide the product or the "
+                    "device's sizes")
+    s.tensorize(st.name, "matrix_product", workgroup_params(t))
     return True
 
 
