@@ -67,13 +67,16 @@ VARIANTS: dict[str, dict[str, int]] = {
 #: of 64 (schedules/gpu_coop.py).
 WORKGROUP_TARGET = (f"{COOP_TARGET} -workgroup-matrix=16x16x16/32,16x16x16/64,32x16x16/128,"
                     "32x32x16/256 -workgroup-matrix-max=1024")
-#: Workgroup-held variants (knob -> value) for :data:`WORKGROUP_TARGET`, with H100 TFLOP/s
-#: at 4096^3 where measured (bench/results/gpu_coop_h100_2026-12-05.txt; the default ran
-#: at 303-305). The driver stages the operands; the block, its step, the workgroup's
+#: Workgroup-held variants (knob -> value) for :data:`WORKGROUP_TARGET`, with H100/H200
+#: TFLOP/s at 4096^3 where measured (bench/results/gpu_coop_h*_2026-12-05.txt; the
+#: default, two steps a trip, ran at 310-312, one step a trip at 303-305). The driver
+#: stages the operands; the block, its step, the steps a trip, the workgroup's
 #: invocations, the grouping of workgroups and ``preload`` are the kernel's only choices.
 _WG = {"workgroup": 1, "wg_rows": 128, "wg_cols": 256, "wg_k": 64, "wg_invocations": 256,
-       "raster": 8}
+       "raster": 8, "wg_substeps": 1}
 WORKGROUP_VARIANTS: dict[str, dict[str, int]] = {
+    "one_step": _WG,  # 303-305
+    "four_steps": {**_WG, "wg_substeps": 4},  # 160
     "k32": {**_WG, "wg_k": 32},  # 196
     "k16": {**_WG, "wg_k": 16},  # 131
     "raster1": {**_WG, "raster": 1},  # 301

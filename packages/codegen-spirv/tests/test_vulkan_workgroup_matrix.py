@@ -75,6 +75,7 @@ def test_spirv_val_accepts_the_kernel() -> None:
                  "OpTypeCooperativeMatrixKHR %float %uint_2 %uint_128 %uint_256 %uint_2"]:
         assert line in text, line
     assert "OpControlBarrier" not in text  # nothing staged by the kernel
+    assert text.count("OpCooperativeMatrixMulAddKHR") == 2  # two steps of 64 a trip
 
 
 def test_artifact_is_refused_without_the_extension(tmp_path: Path) -> None:

@@ -418,18 +418,18 @@ def test_rule_takes_workgroup_blocks_that_fill_the_gpu() -> None:
         return steps[0].args[1] if steps else None
 
     big = params(*matmul((4096, 4096), (4096, 4096)))
-    assert big is not None and (big["m"], big["n"], big["k"], big["subgroup"],
-                                big["raster"], big["workgroup"]) == (128, 256, 64, 256, 8, 1)
+    assert big is not None and (big["m"], big["n"], big["k"], big["kt"], big["subgroup"],
+                                big["raster"], big["workgroup"]) == (128, 256, 64, 128, 256, 8, 1)
     # 128 x 128 blocks of 128 invocations where 128 x 256 ones leave too few workgroups
     mid = params(*matmul((2048, 1024), (1024, 1024)))
     assert mid is not None and (mid["m"], mid["n"], mid["subgroup"]) == (128, 128, 128)
     # no workgroup-held matrices on the target, the knob says no, an epilogue that needs
-    # the scratch, a step of 64 that does not divide K, or too few blocks: the subgroup
+    # the scratch, a trip of 128 that does not divide K, or too few blocks: the subgroup
     # kernel (which the knob can still overrule)
     for p in (params(*matmul((4096, 4096), (4096, 4096)), COOP),
               params(*matmul((4096, 4096), (4096, 4096)), workgroup=0),
               params(*matmul((4096, 4096), (4096, 4096), bias=True)),
-              params(*matmul((4096, 4128), (4128, 4096))),
+              params(*matmul((4096, 4160), (4160, 4096))),
               params(*matmul((256, 256), (256, 256)))):
         assert p is not None and not p.get("workgroup"), p
     forced = params(*matmul((256, 256), (256, 256)), workgroup=1)
@@ -465,7 +465,9 @@ def test_tensorize_checks_workgroup_blocks() -> None:
               "a_global": 1, "b_global": 1, "workgroup": 1}
     s.tensorize("t0", "matrix_product", params)
     te.Schedule(outputs).tensorize("t0", "matrix_product", {**params, "preload": 1})
-    for wrong in ({"warps_m": 2}, {"kt": 64}, {"b_global": 0}, {"prefetch": 2}):
+    # two sub-steps a step: the loop over K unrolled by two
+    te.Schedule(outputs).tensorize("t0", "matrix_product", {**params, "kt": 64})
+    for wrong in ({"warps_m": 2}, {"b_global": 0}, {"prefetch": 2}):
         with pytest.raises(ValueError, match="workgroup=1 must be 0 or 1, and 1 needs one "
                            "subgroup of one fragment"):
             te.Schedule(outputs).tensorize("t0", "matrix_product", {**params, **wrong})

@@ -91,8 +91,9 @@ TARGET_WORKGROUPS = 128
 class WorkgroupTiles:
     """The block of a workgroup-held product: rows and columns of C, the reduction
     step, the workgroup's invocations (one of the target's ``-workgroup-matrix``
-    entries), the grouping of workgroups for L2 reuse (as ``CoopTiles.raster``) and
-    whether each step's operands are requested before the previous step's product."""
+    entries), the grouping of workgroups for L2 reuse (as ``CoopTiles.raster``), whether
+    each step's operands are requested before the previous step's product, and the
+    steps one trip of the loop over K takes (the loop unrolled)."""
 
     rows: int
     cols: int
@@ -100,25 +101,28 @@ class WorkgroupTiles:
     invocations: int
     raster: int = 1
     preload: int = 0
+    substeps: int = 1
 
 
-#: The default workgroup-held blocks, as measured on an H100 at 4096^3 against the
-#: subgroup kernel's 269 TFLOP/s (bench/results/gpu_coop_h100_2026-12-05.txt): 128x256
-#: blocks of 256 invocations reached 305 at a step of 64 (196 at 32, 131 at 16; 128 spilled
-#: and 256 did not build); 128x128 blocks of 128 invocations 280 at 64; wider, taller or
-#: smaller blocks, and preloading, ran slower. The first that divides the product and
-#: yields ``TARGET_WORKGROUPS`` workgroups is the default; where none does (smaller
-#: products, a step of 64 not dividing K) the subgroup kernel, which runs as fast there,
-#: is the default, and the ``workgroup`` knob can still ask for a block.
-WORKGROUP_CANDIDATES = (WorkgroupTiles(128, 256, 64, 256, 8),
-                        WorkgroupTiles(128, 128, 64, 128, 8))
+#: The default workgroup-held blocks, as measured on an H100 and an H200 at 4096^3
+#: against the subgroup kernel's 268-270 TFLOP/s (bench/results/gpu_coop_h100_2026-12-05.txt,
+#: gpu_coop_h200_2026-12-05.txt): 128x256 blocks of 256 invocations reached 303-305 at a
+#: step of 64 (196 at 32, 131 at 16; 128 spilled and 256 did not build), 310-312 with the
+#: loop over K unrolled by two (``substeps`` 2: two steps of 64 a trip; 4: 160); 128x128
+#: blocks of 128 invocations 280 (291 unrolled); wider, taller or smaller blocks, and
+#: preloading, ran slower. The first that divides the product and yields
+#: ``TARGET_WORKGROUPS`` workgroups is the default; where none does (smaller products, a
+#: trip of 128 not dividing K) the subgroup kernel, which runs as fast there, is the
+#: default, and the ``workgroup`` knob can still ask for a block.
+WORKGROUP_CANDIDATES = (WorkgroupTiles(128, 256, 64, 256, 8, substeps=2),
+                        WorkgroupTiles(128, 128, 64, 128, 8, substeps=2))
 
 
 def workgroup_params(t: WorkgroupTiles) -> dict[str, int]:
     """The ``matrix_product`` parameters of a workgroup-held block (te/matrix_lower.py):
     one fragment of the whole block, held by the workgroup's invocations."""
     return {"m": t.rows, "n": t.cols, "k": t.kt, "warps_m": 1, "warps_n": 1, "frags_m": 1,
-            "frags_n": 1, "kt": t.kt, "subgroup": t.invocations, "pad": PAD,
+            "frags_n": 1, "kt": t.kt * t.substeps, "subgroup": t.invocations, "pad": PAD,
             "tile_lanes": 8, "raster": t.raster, "preload": t.preload, "a_global": 1,
             "b_global": 1, "workgroup": 1}
 
@@ -133,7 +137,8 @@ def _workgroup_fits(product: Product, entries: list[WorkgroupMatrix], t: Workgro
             and all(d % g == 0 and d <= w.max_dimension
                     for d, g in ((t.rows, w.m), (t.cols, w.n), (t.kt, w.k)))
             and product.m % t.rows == 0 and product.n % t.cols == 0
-            and product.k % t.kt == 0 and (product.m // t.rows) % t.raster == 0
+            and product.k % (t.kt * t.substeps) == 0 and (product.m // t.rows) % t.raster == 0
+            and not (t.preload and t.substeps > 1)
             and writes_directly(product, Params(workgroup_params(t)), tensor, epilogue))
 
 
@@ -163,7 +168,8 @@ def _schedule_workgroup(s: Schedule, st: Stage, choose: Choose, resources: GpuRe
                        choose(st, "wg_invocations", d.invocations,
                               tuple(sorted({e.invocations for e in entries}))),
                        choose(st, "raster", d.raster, (1, 2, 4, 8, 16)),
-                       choose(st, "preload", d.preload, (0, 1)))
+                       choose(st, "preload", d.preload, (0, 1)),
+                       choose(st, "wg_substeps", d.substeps, (1, 2, 4)))
     conflict_unless((t == default) or _workgroup_fits(product, entries, t, st.tensor,
                                                       epilogue),
                     "the workgroup-held block does not divide the product or the "

@@ -226,11 +226,11 @@ def check_tensorize(st: Stage, intrinsic: str, params: dict[str, Any]) -> None:
         raise ValueError(f"tensorize {st.name}: raster={p.raster} does not divide the "
                          f"{blocks_m} block rows of M={product.m}")
     if p.workgroup not in (0, 1) or (p.workgroup and (
-            (p.warps_m, p.warps_n, p.frags_m, p.frags_n) != (1, 1, 1, 1) or p.kt != p.k
+            (p.warps_m, p.warps_n, p.frags_m, p.frags_n) != (1, 1, 1, 1)
             or not (p.a_global and p.b_global) or p.prefetch != 1)):
         raise ValueError(f"tensorize {st.name}: workgroup={p.workgroup} must be 0 or 1, and "
-                         "1 needs one subgroup of one fragment (warps and frags 1), kt == k, "
-                         "both operands from global memory and prefetch 1")
+                         "1 needs one subgroup of one fragment (warps and frags 1), both "
+                         "operands from global memory and prefetch 1")
     if (p.m * p.n) % p.subgroup:
         raise ValueError(f"tensorize {st.name}: a {p.m}x{p.n} fragment does not divide "
                          f"among a subgroup of {p.subgroup}")
