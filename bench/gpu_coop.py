@@ -4,9 +4,11 @@ float16 on CUDA.
 
 ``build`` writes, for the same product (and ``matmul_f16.meta``, JSON, naming them):
 ``matmul4096_f16_coop.tsm`` (the default cooperative-matrix kernel for
-:data:`COOP_TARGET`), one artifact per entry of
+:data:`COOP_TARGET`, subgroup-held matrices), one artifact per entry of
 :data:`VARIANTS` (other tile choices, each applied as a tuning record, the way tuned
-schedules reach ``build``), and ``matmul4096_f16_plain.tsm`` (plain ``vulkan``: the
+schedules reach ``build``), ``matmul4096_f16_workgroup.tsm`` and one per entry of
+:data:`WORKGROUP_VARIANTS` (the same for :data:`WORKGROUP_TARGET`: blocks a whole
+workgroup holds, VK_NV_cooperative_matrix2), and ``matmul4096_f16_plain.tsm`` (plain ``vulkan``: the
 tiled kernel with float16 storage and float32 arithmetic, what a device without
 cooperative matrices runs). ``run`` prints the device's cooperative-matrix properties,
 then per artifact: whether it loaded (a refusal names what the device lacks), its
@@ -59,6 +61,32 @@ VARIANTS: dict[str, dict[str, int]] = {
     "w4x4_f2x4_b_global": {**_W4X4, "frags_m": 2, "b_global": 1},
     "w4x4_f4x2_a_global": {**_W4X4, "frags_n": 2, "a_global": 1},
 }
+#: The H100's workgroup-held matrices as its probe prints them (VK_NV_cooperative_matrix2:
+#: blocks of multiples of these sizes, in workgroups of that many invocations). With
+#: them the rule's default for 4096^3 is a 128 x 256 block of 256 invocations, a step
+#: of 64 (schedules/gpu_coop.py).
+WORKGROUP_TARGET = (f"{COOP_TARGET} -workgroup-matrix=16x16x16/32,16x16x16/64,32x16x16/128,"
+                    "32x32x16/256 -workgroup-matrix-max=1024")
+#: Workgroup-held variants (knob -> value) for :data:`WORKGROUP_TARGET`, with H100/H200
+#: TFLOP/s at 4096^3 where measured (bench/results/gpu_coop_h*_2026-12-05.txt; the
+#: default, two steps a trip, ran at 310-312, one step a trip at 303-305). The driver
+#: stages the operands; the block, its step, the steps a trip, the workgroup's
+#: invocations, the grouping of workgroups and ``preload`` are the kernel's only choices.
+_WG = {"workgroup": 1, "wg_rows": 128, "wg_cols": 256, "wg_k": 64, "wg_invocations": 256,
+       "raster": 8, "wg_substeps": 1}
+WORKGROUP_VARIANTS: dict[str, dict[str, int]] = {
+    "one_step": _WG,  # 303-305
+    "four_steps": {**_WG, "wg_substeps": 4},  # 160
+    "k32": {**_WG, "wg_k": 32},  # 196
+    "k16": {**_WG, "wg_k": 16},  # 131
+    "raster1": {**_WG, "raster": 1},  # 301
+    "preload": {**_WG, "preload": 1},  # 198
+    "256x128": {**_WG, "wg_rows": 256, "wg_cols": 128},  # 122
+    "64x512_k32": {**_WG, "wg_rows": 64, "wg_cols": 512, "wg_k": 32},  # 190
+    "128x128_w128": {**_WG, "wg_cols": 128, "wg_invocations": 128},  # 279-280
+    "128x128_k128": {**_WG, "wg_cols": 128, "wg_k": 128},  # 272
+    "64x64_w64": {**_WG, "wg_rows": 64, "wg_cols": 64, "wg_invocations": 64},  # 199
+}
 TOLERANCE = 2e-3
 
 
@@ -71,7 +99,7 @@ def _graph(n: int) -> Any:
     return b.finish([b.add1("matmul", [x, y], name="mm")])
 
 
-def _record(graph: Any, answers: dict[str, int]) -> dict[str, Any]:
+def _record(graph: Any, answers: dict[str, int], target: str = COOP_TARGET) -> dict[str, Any]:
     """A tuning record of the default rules' schedule with ``answers`` to their knobs."""
     from tensorsmith.ir.build import fused_groups
     from tensorsmith.ir.codegen import gpu_resources
@@ -82,9 +110,9 @@ def _record(graph: Any, answers: dict[str, int]) -> dict[str, Any]:
     _, groups, _ = fused_groups(graph)
     (group,) = groups
     _, outputs = group_compute(group)
-    s = schedule_gpu(outputs, resources=gpu_resources(Target.parse(COOP_TARGET)),
+    s = schedule_gpu(outputs, resources=gpu_resources(Target.parse(target)),
                      choose=lambda st, knob, default, choices=(): answers.get(knob, default))
-    return {"workload": workload_key(group), "target": COOP_TARGET,
+    return {"workload": workload_key(group), "target": target,
             "steps": [step.to_json() for step in s.steps], "costs": [1.0], "error": None}
 
 
@@ -99,20 +127,26 @@ def build(outdir: Path, n: int = N) -> list[str]:
         lib.export_library(outdir / name)
         written.append(name)
 
+    def variants(prefix: str, target: str, table: dict[str, dict[str, int]]) -> None:
+        for name, answers in table.items():
+            records = outdir / f"matmul{n}_f16_{prefix}_{name}.records.jsonl"
+            try:
+                records.write_text(json.dumps(_record(graph, answers, target)) + "\n")
+            except KnobConflict as e:  # a variant over this device's limits is left out
+                print(f"variant {name} left out: {e}")
+                continue
+            export(compile_graph(graph, target=target, records=records),
+                   f"matmul{n}_f16_{prefix}_{name}.tsm")
+            records.unlink()
+
     export(compile_graph(graph, target=COOP_TARGET), f"matmul{n}_f16_coop.tsm")
-    for name, answers in VARIANTS.items():
-        records = outdir / f"matmul{n}_f16_coop_{name}.records.jsonl"
-        try:
-            records.write_text(json.dumps(_record(graph, answers)) + "\n")
-        except KnobConflict as e:  # a variant over this device's limits is left out
-            print(f"variant {name} left out: {e}")
-            continue
-        export(compile_graph(graph, target=COOP_TARGET, records=records),
-               f"matmul{n}_f16_coop_{name}.tsm")
-        records.unlink()
+    variants("coop", COOP_TARGET, VARIANTS)
+    export(compile_graph(graph, target=WORKGROUP_TARGET), f"matmul{n}_f16_workgroup.tsm")
+    variants("workgroup", WORKGROUP_TARGET, WORKGROUP_VARIANTS)
     export(compile_graph(graph, target="vulkan"), f"matmul{n}_f16_plain.tsm")
     (outdir / "matmul_f16.meta").write_text(json.dumps(
-        {"n": n, "target": COOP_TARGET, "variants": VARIANTS}))
+        {"n": n, "target": COOP_TARGET, "variants": VARIANTS,
+         "workgroup_target": WORKGROUP_TARGET, "workgroup_variants": WORKGROUP_VARIANTS}))
     return written
 
 

@@ -321,7 +321,9 @@ def test_pipeline_knobs_validate(answers: dict[str, int], facts: dict[str, int])
     assert text.count("OpControlBarrier") == facts["barriers"]
     assert text.count("OpCooperativeMatrixLoadKHR") == facts["loads"]
     assert f"LocalSize {facts.get('invocations', 128)} 1 1" in text
-    # from global memory: the row stride of the operand (1024 float16), no shared access
+    # from global memory: the row stride of the operand (1024 float16), 16-byte aligned
+    # rows, no shared access
     from_global = [line for line in text.splitlines()
-                   if "OpCooperativeMatrixLoadKHR" in line and line.endswith("%uint_1024")]
+                   if "OpCooperativeMatrixLoadKHR" in line
+                   and line.endswith("%uint_1024 Aligned 16")]
     assert len(from_global) == facts.get("global", 0)

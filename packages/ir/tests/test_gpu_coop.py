@@ -1,7 +1,8 @@
 """float16 matrix products on cooperative matrices (schedules/gpu_coop.py,
 te/matrix_lower.py): which products the rule takes, the tensor IR it lowers to, and its
 results run by the tensor-IR interpreter (which models the workgroup's barriers and
-shared memory, and each subgroup's fragments as whole matrices) against NumPy."""
+shared memory, and each subgroup's fragments as whole matrices) against NumPy; the same
+for matrices a whole workgroup holds (``-workgroup-matrix``, at the end)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from tensorsmith.ir import te
 from tensorsmith.ir.op_registry import TensorType, get_op
 from tensorsmith.ir.schedules import KnobConflict, rule_knobs, schedule_gpu
-from tensorsmith.ir.target import GpuResources, MatrixShape
+from tensorsmith.ir.target import GpuResources, MatrixShape, WorkgroupMatrix
 from tensorsmith.ir.te.evaluate import run_func
 from tensorsmith.ir.te.expr import call
 from tensorsmith.ir.te.matrix import FragmentMulAdd, FragmentStore
@@ -354,3 +355,119 @@ def test_tensorize_checks_its_stage() -> None:
     with pytest.raises(ValueError, match=r"b_global=1 must be 0 or 1, and 1 needs blocks that "
                        r"divide the operand \(K=40 is not a multiple of 16\)"):
         s.tensorize("t0", "matrix_product", {**params, "b_global": 1})
+
+
+# ---- matrices a whole workgroup holds (-workgroup-matrix, VK_NV_cooperative_matrix2) ----
+# One workgroup-held fragment a block, both operands read from global memory, no shared
+# tiles and no barriers (the driver stages them).
+
+#: An H100's workgroup-held blocks (at 128 and 256 invocations; the probe lists 32 and
+#: 64 too), and workgroups of 32 invocations, which keep the interpreter quick.
+WG128 = WorkgroupMatrix(32, 16, 16, 128, 1024)
+WG256 = WorkgroupMatrix(32, 32, 16, 256, 1024)
+HELD = GpuResources((MatrixShape(16, 16, 16),), subgroup_size=32, shared_bytes=49152,
+                    max_invocations=1024,
+                    workgroup_matrices=(WorkgroupMatrix(16, 16, 16, 32, 256), WG128, WG256))
+#: A block asked of the knobs, in workgroups of 32.
+SMALL = {"workgroup": 1, "wg_invocations": 32, "raster": 1}
+
+
+def test_block_lowers_to_one_workgroup_fragment() -> None:
+    inputs, outputs = matmul((64, 64), (64, 128))
+    func, s = lowered(inputs, outputs, HELD, **SMALL, wg_rows=32, wg_cols=64, wg_k=32)
+    params = s.steps[0].args[1]
+    assert (params["workgroup"], params["subgroup"], params["a_global"],
+            params["b_global"]) == (1, 32, 1, 1)
+    text = str(func)
+    for line in [
+        "for blockIdx.y by in 0..2:",
+        "for blockIdx.x bx in 0..2:",
+        "for threadIdx.x t in 0..32:",
+        "alloc t0.acc: fragment<accumulator, float32, 32x64, workgroup>[1]",
+        "alloc t0.a: fragment<a, float16, 32x32, workgroup>[1]",
+        "alloc t0.b: fragment<b, float16, 32x64, workgroup>[1]",
+        "for ko in 0..2:",
+        "t0.acc[(fi + fj)] += t0.a[fi] @ t0.b[fj]",
+    ]:
+        assert line in text, line
+    # straight from global memory, rows 16-byte aligned; the driver stages them
+    assert "load_matrix(in0[" in text and "stride=64, align=16)" in text
+    assert "load_matrix(in1[" in text and "stride=128, align=16)" in text
+    assert "barrier" not in text and "_shared" not in text
+
+
+@pytest.mark.parametrize(("a", "b", "answers"), [
+    ((64, 64), (64, 128), {"wg_rows": 32, "wg_cols": 64, "wg_k": 32}),
+    ((64, 48), (48, 64), {"wg_rows": 16, "wg_cols": 32, "wg_k": 16, "raster": 2}),
+    ((2, 64, 64), (64, 64), {"wg_rows": 32, "wg_cols": 16, "wg_k": 64}),
+    # each step's operands requested before the previous step's product (3 steps: the
+    # step after the last is zeros)
+    ((64, 96), (96, 64), {"wg_rows": 32, "wg_cols": 32, "wg_k": 32, "preload": 1}),
+])
+def test_workgroup_held_results_match_numpy(a: tuple[int, ...], b: tuple[int, ...],
+                                            answers: dict[str, int]) -> None:
+    text = str(run(a, b, resources=HELD, **{**SMALL, **answers}))
+    assert ", workgroup>" in text
+
+
+def test_rule_takes_workgroup_blocks_that_fill_the_gpu() -> None:
+    def params(inputs: list[te.Tensor], outputs: list[te.Tensor],
+               resources: GpuResources = HELD, **answers: int) -> dict[str, int] | None:
+        _, s = lowered(inputs, outputs, resources, **answers)
+        steps = [st for st in s.steps if st.kind == "tensorize"]
+        return steps[0].args[1] if steps else None
+
+    big = params(*matmul((4096, 4096), (4096, 4096)))
+    assert big is not None and (big["m"], big["n"], big["k"], big["kt"], big["subgroup"],
+                                big["raster"], big["workgroup"]) == (128, 256, 64, 128, 256, 8, 1)
+    # 128 x 128 blocks of 128 invocations where 128 x 256 ones leave too few workgroups
+    mid = params(*matmul((2048, 1024), (1024, 1024)))
+    assert mid is not None and (mid["m"], mid["n"], mid["subgroup"]) == (128, 128, 128)
+    # no workgroup-held matrices on the target, the knob says no, an epilogue that needs
+    # the scratch, a trip of 128 that does not divide K, or too few blocks: the subgroup
+    # kernel (which the knob can still overrule)
+    for p in (params(*matmul((4096, 4096), (4096, 4096)), COOP),
+              params(*matmul((4096, 4096), (4096, 4096)), workgroup=0),
+              params(*matmul((4096, 4096), (4096, 4096), bias=True)),
+              params(*matmul((4096, 4160), (4160, 4096))),
+              params(*matmul((256, 256), (256, 256)))):
+        assert p is not None and not p.get("workgroup"), p
+    forced = params(*matmul((256, 256), (256, 256)), workgroup=1)
+    assert forced is not None and (forced["m"], forced["n"], forced["subgroup"]) == (32, 32, 256)
+
+
+def test_workgroup_knobs_are_the_tuners_space() -> None:
+    inputs, outputs = matmul((256, 256), (256, 256))
+
+    def schedule(outs: list[te.Tensor], constants: frozenset[str] = frozenset(),
+                 choose: object = None, start: object = None) -> te.Schedule:
+        return schedule_gpu(outs, choose=choose, resources=HELD)
+
+    found = rule_knobs(schedule, outputs)["t0"]
+    assert found["workgroup"].default == 0 and found["workgroup"].choices == (1, 0)
+    with pytest.raises(KnobConflict):  # 256 rows in blocks of 96: no
+        lowered(inputs, outputs, HELD, **SMALL, wg_rows=96)
+    with pytest.raises(KnobConflict):  # 16 rows: no multiple of a 32-row granularity
+        lowered(inputs, outputs, HELD, workgroup=1, wg_rows=16, wg_invocations=256)
+    with pytest.raises(KnobConflict):  # no entry for workgroups of 512
+        lowered(inputs, outputs, HELD, workgroup=1, wg_invocations=512)
+    with pytest.raises(KnobConflict):  # over the device's largest dimension
+        lowered(inputs, outputs, GpuResources(
+            HELD.matrix_shapes, 32, 49152,
+            workgroup_matrices=(WorkgroupMatrix(16, 16, 16, 32, 64),)), **SMALL, wg_rows=128)
+
+
+def test_tensorize_checks_workgroup_blocks() -> None:
+    _, outputs = matmul((64, 64), (64, 64))
+    s = te.Schedule(outputs)
+    params = {"m": 32, "n": 32, "k": 32, "warps_m": 1, "warps_n": 1, "frags_m": 1,
+              "frags_n": 1, "kt": 32, "subgroup": 32, "pad": 8, "tile_lanes": 8,
+              "a_global": 1, "b_global": 1, "workgroup": 1}
+    s.tensorize("t0", "matrix_product", params)
+    te.Schedule(outputs).tensorize("t0", "matrix_product", {**params, "preload": 1})
+    # two sub-steps a step: the loop over K unrolled by two
+    te.Schedule(outputs).tensorize("t0", "matrix_product", {**params, "kt": 64})
+    for wrong in ({"warps_m": 2}, {"b_global": 0}, {"prefetch": 2}):
+        with pytest.raises(ValueError, match="workgroup=1 must be 0 or 1, and 1 needs one "
+                           "subgroup of one fragment"):
+            te.Schedule(outputs).tensorize("t0", "matrix_product", {**params, **wrong})

@@ -53,6 +53,27 @@ class MatrixShape:
 
 
 @dataclass(frozen=True)
+class WorkgroupMatrix:
+    """Cooperative matrices a whole workgroup holds (NVIDIA's VK_NV_cooperative_matrix2,
+    workgroup scope with flexible dimensions): ``C[M, N] += A[M, K] * B[K, N]`` for any
+    M, N, K that are multiples of the granularities ``m``, ``n``, ``k`` up to
+    ``max_dimension``, in workgroups of exactly ``invocations``. The driver stages the
+    operands through shared memory itself, so a kernel states only the block product."""
+
+    m: int
+    n: int
+    k: int
+    invocations: int
+    max_dimension: int
+    a: str = "float16"
+    c: str = "float32"
+
+    def __str__(self) -> str:
+        return (f"{self.m}x{self.n}x{self.k}/{self.invocations} up to {self.max_dimension} "
+                f"{self.a}*{self.a}+{self.c}")
+
+
+@dataclass(frozen=True)
 class GpuResources:
     """The facts of a GPU that a schedule may depend on beyond what every device of its
     API offers. The code is compiled on a build host that need not have the GPU, so
@@ -66,7 +87,9 @@ class GpuResources:
     ``float16_arithmetic``: float16 values are computed in float16 (the device has
     float16 arithmetic, Vulkan's shaderFloat16) rather than widened to float32;
     ``max_invocations``: invocations of one workgroup at most (every Vulkan device
-    takes 256; NVIDIA's take 1024).
+    takes 256; NVIDIA's take 1024); ``workgroup_matrices``: the workgroup-held
+    cooperative matrices kernels may use (:class:`WorkgroupMatrix`, none: only
+    subgroup-held ones).
     """
 
     matrix_shapes: tuple[MatrixShape, ...] = ()
@@ -74,6 +97,14 @@ class GpuResources:
     shared_bytes: int = 16384
     float16_arithmetic: bool = False
     max_invocations: int = 256
+    workgroup_matrices: tuple[WorkgroupMatrix, ...] = ()
+
+    def workgroup_matrix(self, a: str, c: str) -> WorkgroupMatrix | None:
+        """The first workgroup-held matrix product of ``a`` inputs into ``c``, or None."""
+        for w in self.workgroup_matrices:
+            if w.a == a and w.c == c:
+                return w
+        return None
 
     def matrix_shape(self, a: str, c: str) -> MatrixShape | None:
         """The first offered shape multiplying ``a`` inputs (both) into ``c``, or None."""

@@ -29,6 +29,7 @@ from .spec import (
     OP,
     STORAGE,
     VERSION_1_3,
+    VERSION_1_4,
 )
 
 
@@ -99,9 +100,12 @@ class FunctionBuilder:
 
 
 class ModuleBuilder:
-    """Accumulates one SPIR-V 1.3 module; ``to_bytes`` serialises it."""
+    """Accumulates one SPIR-V module, of version 1.3 unless something it uses needs a
+    later one (:meth:`require_version`); ``to_bytes`` serialises it."""
 
     def __init__(self) -> None:
+        self.version = VERSION_1_3
+        self.variables: list[int] = []  # every global variable: a 1.4+ entry's interface
         self._bound = 1
         self.capabilities: list[str] = ["Shader"]
         self.extensions: list[str] = []
@@ -131,6 +135,15 @@ class ModuleBuilder:
             extension = EXTENSION_OF.get(name)
             if extension and extension not in self.extensions:
                 self.extensions.append(extension)
+
+    def extension(self, name: str) -> None:
+        """Declare SPIR-V extension ``name`` (one no capability implies)."""
+        if name not in self.extensions:
+            self.extensions.append(name)
+
+    def require_version(self, version: int) -> None:
+        """Raise the module's SPIR-V version to at least ``version`` (``VERSION_*``)."""
+        self.version = max(self.version, version)
 
     def glsl(self) -> int:
         """The id of the GLSL.std.450 extended instruction set, imported on first use."""
@@ -234,6 +247,7 @@ class ModuleBuilder:
     def global_variable(self, pointer_type: int, storage: str) -> int:
         vid = self.new_id()
         self.globals += instruction("Variable", [pointer_type, vid, STORAGE[storage]])
+        self.variables.append(vid)
         return vid
 
     def decorate(self, target: int, decoration: str, *literals: int) -> None:
@@ -251,6 +265,11 @@ class ModuleBuilder:
 
     def entry_point(self, function: int, name: str, interface: list[int],
                     local_size: tuple[int, int, int]) -> None:
+        """The entry point, once every global variable is declared: its interface lists
+        ``interface`` (the Input variables) in SPIR-V 1.3, every global variable from
+        1.4 on, as those versions require."""
+        if self.version >= VERSION_1_4:
+            interface = list(self.variables)
         self.entry_points += instruction(
             "EntryPoint", [EXECUTION_MODEL_GLCOMPUTE, function, *string_words(name), *interface])
         self.execution_modes += instruction(
@@ -275,7 +294,7 @@ class ModuleBuilder:
     # ---- serialisation -----------------------------------------------------------------
 
     def to_bytes(self) -> bytes:
-        words: list[int] = [MAGIC, VERSION_1_3, GENERATOR, self._bound, 0]
+        words: list[int] = [MAGIC, self.version, GENERATOR, self._bound, 0]
         for cap in self.capabilities:
             words += instruction("Capability", [CAPABILITY[cap]])
         for ext in self.extensions:

@@ -29,6 +29,7 @@ Conventions (the contract with the runtime and with docs/spirv-manifest.md):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from tensorsmith.ir.errors import TargetError
@@ -63,6 +64,7 @@ from .spec import (
     SCOPE_WORKGROUP,
     SEMANTICS_MAKE_AVAILABLE_VISIBLE,
     SEMANTICS_WORKGROUP_ACQREL,
+    VERSION_1_3,
 )
 
 #: The largest workgroup count per dimension every Vulkan device accepts.
@@ -127,6 +129,11 @@ class SpirvModule:
     shared_bytes: int = 0  # Workgroup-storage memory the module declares
     #: cooperative-matrix products it multiplies with (``MatrixShape`` text), if any
     matrix_shapes: list[str] = field(default_factory=list)
+    #: products of matrices its whole workgroup holds (``128x256x32/256 float16*float16+
+    #: float32``: the block and the workgroup's invocations), if any
+    workgroup_matrix_shapes: list[str] = field(default_factory=list)
+    #: SPIR-V version of the binary (``spec.VERSION_*``)
+    version: int = VERSION_1_3
 
 
 @dataclass(frozen=True)
@@ -162,6 +169,7 @@ class DispatchEmitter:
         #: dtype -> register kind: REGISTER, or with float16 values in float16
         self.register = REGISTER_FLOAT16 if float16 else REGISTER
         self.matrix_shapes: set[str] = set()
+        self.workgroup_matrix_shapes: set[str] = set()
         self.chunk_views: dict[int, int] = {}  # id(Buffer) -> its uvec4 view
         self.intrinsics = any(isinstance(x, Intrinsic) for x in walk_stmts(dispatch.body))
         self.dispatch = dispatch
@@ -197,7 +205,8 @@ class DispatchEmitter:
         caps = list(self.m.capabilities)
         return SpirvModule(d.name, d.name, self.m.to_bytes(), grid, local, bindings, caps,
                            sorted({FEATURE_OF[c] for c in caps if c in FEATURE_OF}),
-                           self.shared_bytes, sorted(self.matrix_shapes))
+                           self.shared_bytes, sorted(self.matrix_shapes),
+                           sorted(self.workgroup_matrix_shapes), self.m.version)
 
     def _declare_params(self) -> list[Binding]:
         reads, writes = _accesses(self.dispatch.body)
@@ -394,8 +403,13 @@ class DispatchEmitter:
             self._allocate(s)
         elif isinstance(s, Intrinsic):
             if isinstance(s, FragmentMulAdd):
-                self.matrix_shapes.add(f"{s.a.rows}x{s.b.cols}x{s.a.cols} {s.a.dtype}*"
-                                       f"{s.b.dtype}+{s.acc.dtype}")
+                types = f"{s.a.dtype}*{s.b.dtype}+{s.acc.dtype}"
+                dims = f"{s.a.rows}x{s.b.cols}x{s.a.cols}"
+                if s.acc.held_by == "workgroup":
+                    held = math.prod(self.dispatch.workgroup)
+                    self.workgroup_matrix_shapes.add(f"{dims}/{held} {types}")
+                else:
+                    self.matrix_shapes.add(f"{dims} {types}")
             matrix.emit_intrinsic(self, s)
         elif isinstance(s, Barrier):
             u32 = self.m.t_int(32, False)

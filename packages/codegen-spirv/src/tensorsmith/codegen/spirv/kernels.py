@@ -20,18 +20,23 @@ from tensorsmith.ir.target import Target
 from tensorsmith.runtime.plan import PARAMS_SECTION, Plan
 
 from .emit import SpirvModule
+from .spec import VERSION_1_3, VULKAN_OF_VERSION
 from .tools import disassemble, validate
 
 #: Version of the ``vulkan`` metadata key; the runtime refuses newer ones.
 METADATA_VERSION = 1
-SPIRV_VERSION = "1.3"
-VULKAN_VERSION = "1.1"
+#: Features the kernels on workgroup-held matrices need (VK_NV_cooperative_matrix2): no
+#: SPIR-V capability names them, so they are listed by hand.
+WORKGROUP_MATRIX_FEATURES = ("cooperativeMatrixWorkgroupScope",
+                             "cooperativeMatrixFlexibleDimensions")
 #: Device extensions a Vulkan 1.1 device needs for a feature (core from Vulkan 1.2 on).
 EXTENSION_OF_FEATURE = {"storageBuffer8BitAccess": "VK_KHR_8bit_storage",
                         "shaderFloat16": "VK_KHR_shader_float16_int8",
                         "shaderInt8": "VK_KHR_shader_float16_int8",
                         "vulkanMemoryModel": "VK_KHR_vulkan_memory_model",
-                        "cooperativeMatrix": "VK_KHR_cooperative_matrix"}
+                        "cooperativeMatrix": "VK_KHR_cooperative_matrix",
+                        "cooperativeMatrixWorkgroupScope": "VK_NV_cooperative_matrix2",
+                        "cooperativeMatrixFlexibleDimensions": "VK_NV_cooperative_matrix2"}
 
 
 @dataclass
@@ -49,10 +54,25 @@ class SpirvKernels:
     def validate(self) -> None:
         """Run spirv-val on every module (raises TargetError on the first invalid one)."""
         for m in self.modules():
-            validate(m.binary, m.name)
+            validate(m.binary, m.name, VULKAN_OF_VERSION[m.version])
 
     def features(self) -> list[str]:
-        return sorted({f for m in self.modules() for f in m.features})
+        held = WORKGROUP_MATRIX_FEATURES if self.workgroup_matrix() else ()
+        return sorted({*held, *(f for m in self.modules() for f in m.features)})
+
+    def versions(self) -> tuple[str, str]:
+        """The SPIR-V version of the kernels (the newest any needs) and the Vulkan version
+        that runs it: 1.3 and 1.1, or 1.6 and 1.3 where a kernel uses matrices a workgroup
+        holds (SPV_NV_cooperative_matrix2 requires SPIR-V 1.6)."""
+        newest = max((m.version for m in self.modules()), default=VERSION_1_3)
+        return f"{newest >> 16}.{(newest >> 8) & 0xFF}", VULKAN_OF_VERSION[newest][6:]
+
+    def workgroup_matrix(self) -> dict[str, Any] | None:
+        """What the kernels assume of matrices a workgroup holds: the block products, each
+        with the workgroup size it runs in (``128x256x32/256 float16*float16+float32``);
+        None if they use none."""
+        shapes = sorted({s for m in self.modules() for s in m.workgroup_matrix_shapes})
+        return {"shapes": shapes} if shapes else None
 
     def cooperative_matrix(self) -> dict[str, Any] | None:
         """What the kernels assume of the device's cooperative matrices: the shapes they
@@ -86,10 +106,14 @@ class SpirvKernels:
         matrices = self.cooperative_matrix()
         if matrices is not None:
             extra["cooperative_matrix"] = matrices
+        held = self.workgroup_matrix()
+        if held is not None:
+            extra["workgroup_matrix"] = held
+        spirv_version, vulkan_version = self.versions()
         return {
             "version": METADATA_VERSION,
-            "spirv_version": SPIRV_VERSION,
-            "vulkan_version": VULKAN_VERSION,
+            "spirv_version": spirv_version,
+            "vulkan_version": vulkan_version,
             "features": features,
             **extra,
             "kernels": [
@@ -145,6 +169,8 @@ def _dispatch_meta(m: SpirvModule) -> dict[str, Any]:
                      for b in m.bindings],
         "features": list(m.features),
         **({"matrix_shapes": list(m.matrix_shapes)} if m.matrix_shapes else {}),
+        **({"workgroup_matrix_shapes": list(m.workgroup_matrix_shapes)}
+           if m.workgroup_matrix_shapes else {}),
     }
 
 

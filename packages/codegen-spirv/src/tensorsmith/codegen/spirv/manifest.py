@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .kernels import EXTENSION_OF_FEATURE, SPIRV_VERSION, VULKAN_VERSION, grid_json
+from .kernels import EXTENSION_OF_FEATURE, grid_json
 
 if TYPE_CHECKING:
     from tensorsmith.runtime.plan import Plan, Tensor
@@ -89,9 +89,10 @@ def build_manifest(kernels: SpirvKernels, plan: Plan) -> dict[str, Any]:
         entry["is_output"] = i in outputs
         buffers.append(entry)
     features = kernels.features()
+    spirv_version, vulkan_version = kernels.versions()
     requirements: dict[str, Any] = {
-        "vulkan_version": VULKAN_VERSION,
-        "spirv_version": SPIRV_VERSION,
+        "vulkan_version": vulkan_version,
+        "spirv_version": spirv_version,
         "features": features,
         "device_extensions_vulkan_1_1": sorted({EXTENSION_OF_FEATURE[f] for f in features
                                                 if f in EXTENSION_OF_FEATURE}),
@@ -100,6 +101,9 @@ def build_manifest(kernels: SpirvKernels, plan: Plan) -> dict[str, Any]:
     matrices = kernels.cooperative_matrix()
     if matrices is not None:
         requirements["cooperative_matrix"] = matrices
+    held = kernels.workgroup_matrix()
+    if held is not None:
+        requirements["workgroup_matrix"] = held
     return {
         "schema": MANIFEST_SCHEMA,
         "version": MANIFEST_VERSION,

@@ -18,6 +18,12 @@ capability.
 
 16-byte chunks are read from global memory through a second view of the parameter's
 binding, ``struct { uvec4 data[]; }`` (Vulkan lets variables of one binding alias).
+
+A fragment the whole workgroup holds (``held_by="workgroup"``) is a matrix of Workgroup
+scope, which SPV_NV_cooperative_matrix2 allows in SPIR-V 1.6 (the module's version is
+raised to it, its entry point then listing every global variable); the workgroup size
+is declared by LocalSize in the module's header, before any such type, as the
+extension requires.
 """
 
 from __future__ import annotations
@@ -36,7 +42,15 @@ from tensorsmith.ir.te.matrix import (
 )
 from tensorsmith.ir.te.stmt import Buffer, Intrinsic
 
-from .spec import MATRIX_LAYOUT_ROW_MAJOR, MATRIX_USE, SCOPE_SUBGROUP
+from .spec import (
+    MATRIX_LAYOUT_ROW_MAJOR,
+    MATRIX_USE,
+    MEMORY_ACCESS_ALIGNED,
+    SCOPE_SUBGROUP,
+    SCOPE_WORKGROUP,
+    VERSION_1_6,
+    WORKGROUP_MATRIX_EXTENSION,
+)
 
 if TYPE_CHECKING:
     from .emit import DispatchEmitter
@@ -54,7 +68,12 @@ def matrix_type(em: DispatchEmitter, frag: Fragment, dtype: str | None = None) -
     if dtype == "float16":
         em.m.capability("Float16")
     component = em.m.t_float(COMPONENT[dtype])
-    return em.m.t_cooperative_matrix(component, SCOPE_SUBGROUP, frag.rows, frag.cols,
+    scope = SCOPE_SUBGROUP
+    if frag.held_by == "workgroup":
+        em.m.extension(WORKGROUP_MATRIX_EXTENSION)
+        em.m.require_version(VERSION_1_6)
+        scope = SCOPE_WORKGROUP
+    return em.m.t_cooperative_matrix(component, scope, frag.rows, frag.cols,
                                      MATRIX_USE[frag.use])
 
 
@@ -81,7 +100,7 @@ def emit_intrinsic(em: DispatchEmitter, s: Intrinsic) -> None:
         local = em.locals.get(id(s.src))
         value = em.fb.op("CooperativeMatrixLoadKHR", ty, _element(em, s.src, s.index),
                          _u32(em, MATRIX_LAYOUT_ROW_MAJOR), _u32(em, s.stride),
-                         *em.shared_access(local, load=True))
+                         *_memory_operands(em, local, s.align, load=True))
         em.fb.do("Store", _slot(em, s.frag, s.slot), value)
     elif isinstance(s, FragmentStore):
         value = _fragment(em, s.frag, s.slot)
@@ -89,7 +108,7 @@ def emit_intrinsic(em: DispatchEmitter, s: Intrinsic) -> None:
             value = em.fb.op("FConvert", matrix_type(em, s.frag, s.dst.dtype), value)
         em.fb.do("CooperativeMatrixStoreKHR", _element(em, s.dst, s.index), value,
                  _u32(em, MATRIX_LAYOUT_ROW_MAJOR), _u32(em, s.stride),
-                 *em.shared_access(em.locals.get(id(s.dst)), load=False))
+                 *_memory_operands(em, em.locals.get(id(s.dst)), s.align, load=False))
     elif isinstance(s, FragmentMulAdd):
         a, b = _fragment(em, s.a, s.a_slot), _fragment(em, s.b, s.b_slot)
         c = _fragment(em, s.acc, s.acc_slot)
@@ -101,6 +120,15 @@ def emit_intrinsic(em: DispatchEmitter, s: Intrinsic) -> None:
         _chunk_store(em, s)
     else:
         raise TargetError(f"the vulkan target cannot emit {type(s).__name__} statements")
+
+
+def _memory_operands(em: DispatchEmitter, local: object, align: int, load: bool
+                     ) -> tuple[int, ...]:
+    """A shared tile's operands (:meth:`DispatchEmitter.shared_access`), or for global
+    memory the alignment the statement guarantees (``Aligned``, a literal)."""
+    if local is not None:
+        return em.shared_access(local, load)  # type: ignore[arg-type]
+    return (MEMORY_ACCESS_ALIGNED, align) if align > 1 else ()
 
 
 def _u32(em: DispatchEmitter, value: int) -> int:

@@ -9,6 +9,11 @@ runtime refuses, at load, an artifact whose kernels need what the device lacks:
   float16 inputs and float32 accumulators unless written ``16x16x16:f16:f16`` (input
   and accumulator types). ``tensorsmith devices`` lists a device's shapes and the
   target string that uses them.
+* ``-workgroup-matrix=16x16x16/256`` (several separated by commas): cooperative
+  matrices a whole workgroup holds (VK_NV_cooperative_matrix2, workgroup scope with
+  flexible dimensions): blocks of any multiple of M x N x K, float16 inputs and float32
+  accumulators, in workgroups of that many invocations; ``-workgroup-matrix-max=256``
+  the largest dimension (default 256). The driver then stages the operands itself.
 * ``-subgroup-size=32``: invocations of a subgroup (the kernels assume this many hold a
   cooperative matrix; the runtime checks the device's).
 * ``-shared-memory=49152``: bytes of workgroup memory a kernel may declare (default
@@ -25,12 +30,21 @@ runtime refuses, at load, an artifact whose kernels need what the device lacks:
 from __future__ import annotations
 
 from tensorsmith.ir.errors import TargetError
-from tensorsmith.ir.target import BASELINE_GPU, GpuResources, MatrixShape, Target
+from tensorsmith.ir.target import (
+    BASELINE_GPU,
+    GpuResources,
+    MatrixShape,
+    Target,
+    WorkgroupMatrix,
+)
 
 #: Short names of component types in ``-cooperative-matrix``.
 TYPES = {"f16": "float16", "f32": "float32", "float16": "float16", "float32": "float32"}
 #: Workgroup memory assumed with cooperative matrices when ``-shared-memory`` is not given.
 COOPERATIVE_SHARED_BYTES = 32768
+#: The largest dimension of a workgroup-held matrix when ``-workgroup-matrix-max`` is not
+#: given (what NVIDIA's drivers report).
+WORKGROUP_MATRIX_MAX = 256
 
 
 def parse_shape(text: str, target: Target) -> MatrixShape:
@@ -46,16 +60,32 @@ def parse_shape(text: str, target: Target) -> MatrixShape:
     return MatrixShape(m, n, k, a, a, c)
 
 
+def parse_workgroup_matrix(text: str, largest: int, target: Target) -> WorkgroupMatrix:
+    """``MxNxK/invocations`` as a :class:`WorkgroupMatrix`."""
+    dims, _, invocations = text.partition("/")
+    parts = dims.lower().split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts) or \
+            not invocations.isdigit() or int(invocations) < 1:
+        raise TargetError(f"target '{target}': workgroup matrix {text!r} is not "
+                          "MxNxK/invocations (e.g. -workgroup-matrix=16x16x16/256)")
+    m, n, k = (int(p) for p in parts)
+    return WorkgroupMatrix(m, n, k, int(invocations), largest)
+
+
 def describe_gpu(target: Target) -> GpuResources:
     """The ``describe_gpu`` of the ``vulkan`` target's record (see the module docstring)."""
     options = target.options
     text = options.get("cooperative-matrix", "")
     shapes = tuple(parse_shape(t, target) for t in text.split(",") if t) if text else ()
-    default_shared = COOPERATIVE_SHARED_BYTES if shapes else BASELINE_GPU.shared_bytes
+    held_text = options.get("workgroup-matrix", "")
+    largest = _int(target, "workgroup-matrix-max", WORKGROUP_MATRIX_MAX)
+    held = tuple(parse_workgroup_matrix(t, largest, target) for t in held_text.split(",")
+                 if t)
+    default_shared = COOPERATIVE_SHARED_BYTES if shapes or held else BASELINE_GPU.shared_bytes
     return GpuResources(shapes, _int(target, "subgroup-size", BASELINE_GPU.subgroup_size),
                         _int(target, "shared-memory", default_shared),
                         _flag(target, "float16-arithmetic"),
-                        _int(target, "max-invocations", BASELINE_GPU.max_invocations))
+                        _int(target, "max-invocations", BASELINE_GPU.max_invocations), held)
 
 
 def _flag(target: Target, key: str) -> bool:
@@ -74,4 +104,5 @@ def _int(target: Target, key: str, default: int) -> int:
     return int(value)
 
 
-__all__ = ["COOPERATIVE_SHARED_BYTES", "describe_gpu", "parse_shape"]
+__all__ = ["COOPERATIVE_SHARED_BYTES", "WORKGROUP_MATRIX_MAX", "describe_gpu", "parse_shape",
+           "parse_workgroup_matrix"]

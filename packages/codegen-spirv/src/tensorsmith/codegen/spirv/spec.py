@@ -9,6 +9,12 @@ from __future__ import annotations
 
 MAGIC = 0x07230203
 VERSION_1_3 = 0x00010300
+#: From 1.4 on an entry point's interface lists every global variable it uses.
+VERSION_1_4 = 0x00010400
+#: What SPV_NV_cooperative_matrix2 (matrices a workgroup holds) requires.
+VERSION_1_6 = 0x00010600
+#: SPIR-V version -> the Vulkan version whose spirv-val environment accepts it.
+VULKAN_OF_VERSION = {VERSION_1_3: "vulkan1.1", VERSION_1_6: "vulkan1.3"}
 #: Generator magic: 0 is "unregistered"; the low half is our own version of the emitter.
 GENERATOR = 0
 
@@ -53,6 +59,8 @@ CAPABILITY = {
 EXTENSION_OF = {"StorageBuffer8BitAccess": "SPV_KHR_8bit_storage",
                 "VulkanMemoryModel": "SPV_KHR_vulkan_memory_model",
                 "CooperativeMatrixKHR": "SPV_KHR_cooperative_matrix"}
+#: The extension of cooperative matrices of Workgroup scope (no capability of its own).
+WORKGROUP_MATRIX_EXTENSION = "SPV_NV_cooperative_matrix2"
 
 ADDRESSING_LOGICAL = 0
 MEMORY_MODEL_GLSL450 = 1
@@ -85,6 +93,8 @@ SEMANTICS_MAKE_AVAILABLE_VISIBLE = 0x2000 | 0x4000
 #: (loads) to the workgroup; each is followed by the Workgroup scope id.
 MEMORY_ACCESS_SHARED_STORE = 0x8 | 0x20  # MakePointerAvailable | NonPrivatePointer
 MEMORY_ACCESS_SHARED_LOAD = 0x10 | 0x20  # MakePointerVisible | NonPrivatePointer
+#: Aligned: followed by a literal, the bytes the pointer is aligned to.
+MEMORY_ACCESS_ALIGNED = 0x2
 
 LOOP_CONTROL = {"None": 0, "Unroll": 1, "DontUnroll": 2}
 SELECTION_CONTROL_NONE = 0

@@ -14,6 +14,14 @@ before the prefetched step is stored (``stash_after``), fragments loaded a step 
 whose fragments are loaded from global memory instead of shared tiles (``a_global``,
 ``b_global``), and the order of A's chunks among the invocations (``a_interleave``);
 te/matrix_lower.py says what each does to the kernel.
+
+Where the target also offers matrices a whole workgroup holds (``-workgroup-matrix``,
+NVIDIA's VK_NV_cooperative_matrix2), the rule first asks ``workgroup``: with 1, a
+workgroup of ``wg_invocations`` multiplies one ``wg_rows x wg_k`` block of A by one
+``wg_k x wg_cols`` block of B per step, read from global memory, and the driver stages
+and splits the work itself. It is the default where one of
+:data:`WORKGROUP_CANDIDATES` divides the product, fills the GPU and stores its result
+directly; on an H100 it then runs 13% faster than the subgroup kernel at 4096^3.
 Products this kernel cannot take (float32 operands, sizes known only at run time, K or
 N not a multiple of 8, an operand computed in the kernel) keep the tiled rule of
 gpu_gemm.py, as does every product on a target without cooperative matrices.
@@ -24,9 +32,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..target import GpuResources, MatrixShape
+from ..target import GpuResources, MatrixShape, WorkgroupMatrix
 from ..te.matrix_lower import ACC_DTYPE, INPUT_DTYPE, PREFETCH, Params, Product, writes_directly
 from ..te.schedule import Schedule, Stage
+from ..te.tensor import Tensor
 from .knobs import Choose, conflict_unless
 
 #: Rows of shared memory are padded by this many elements by default (16 bytes: chunks
@@ -76,6 +85,97 @@ CANDIDATES = (CoopTiles(2, 4, 4, 4, 16, raster=8, **_PIPELINED),
               CoopTiles(1, 1, 1, 1, 16))
 #: Enough workgroups to fill a large GPU: blocks shrink until a product yields this many.
 TARGET_WORKGROUPS = 128
+
+
+@dataclass(frozen=True)
+class WorkgroupTiles:
+    """The block of a workgroup-held product: rows and columns of C, the reduction
+    step, the workgroup's invocations (one of the target's ``-workgroup-matrix``
+    entries), the grouping of workgroups for L2 reuse (as ``CoopTiles.raster``), whether
+    each step's operands are requested before the previous step's product, and the
+    steps one trip of the loop over K takes (the loop unrolled)."""
+
+    rows: int
+    cols: int
+    kt: int
+    invocations: int
+    raster: int = 1
+    preload: int = 0
+    substeps: int = 1
+
+
+#: The default workgroup-held blocks, as measured on an H100 and an H200 at 4096^3
+#: against the subgroup kernel's 268-270 TFLOP/s (bench/results/gpu_coop_h100_2026-12-05.txt,
+#: gpu_coop_h200_2026-12-05.txt): 128x256 blocks of 256 invocations reached 303-305 at a
+#: step of 64 (196 at 32, 131 at 16; 128 spilled and 256 did not build), 310-312 with the
+#: loop over K unrolled by two (``substeps`` 2: two steps of 64 a trip; 4: 160); 128x128
+#: blocks of 128 invocations 280 (291 unrolled); wider, taller or smaller blocks, and
+#: preloading, ran slower. The first that divides the product and yields
+#: ``TARGET_WORKGROUPS`` workgroups is the default; where none does (smaller products, a
+#: trip of 128 not dividing K) the subgroup kernel, which runs as fast there, is the
+#: default, and the ``workgroup`` knob can still ask for a block.
+WORKGROUP_CANDIDATES = (WorkgroupTiles(128, 256, 64, 256, 8, substeps=2),
+                        WorkgroupTiles(128, 128, 64, 128, 8, substeps=2))
+
+
+def workgroup_params(t: WorkgroupTiles) -> dict[str, int]:
+    """The ``matrix_product`` parameters of a workgroup-held block (te/matrix_lower.py):
+    one fragment of the whole block, held by the workgroup's invocations."""
+    return {"m": t.rows, "n": t.cols, "k": t.kt, "warps_m": 1, "warps_n": 1, "frags_m": 1,
+            "frags_n": 1, "kt": t.kt * t.substeps, "subgroup": t.invocations, "pad": PAD,
+            "tile_lanes": 8, "raster": t.raster, "preload": t.preload, "a_global": 1,
+            "b_global": 1, "workgroup": 1}
+
+
+def _workgroup_fits(product: Product, entries: list[WorkgroupMatrix], t: WorkgroupTiles,
+                    tensor: Tensor, epilogue: Stage | None) -> bool:
+    """Whether block ``t`` divides the product, is a block of the target's entry for
+    its invocations, and stores its result directly (no scratch: a workgroup-held
+    accumulator is as large as the block)."""
+    w = next((e for e in entries if e.invocations == t.invocations), None)
+    return (w is not None
+            and all(d % g == 0 and d <= w.max_dimension
+                    for d, g in ((t.rows, w.m), (t.cols, w.n), (t.kt, w.k)))
+            and product.m % t.rows == 0 and product.n % t.cols == 0
+            and product.k % (t.kt * t.substeps) == 0 and (product.m // t.rows) % t.raster == 0
+            and not (t.preload and t.substeps > 1)
+            and writes_directly(product, Params(workgroup_params(t)), tensor, epilogue))
+
+
+def _schedule_workgroup(s: Schedule, st: Stage, choose: Choose, resources: GpuResources,
+                        epilogue: Stage | None) -> bool:
+    """Tensorize ``st`` on workgroup-held matrices where the target has them and the
+    ``workgroup`` knob says so (see the module docstring); False leaves it to the
+    subgroup kernel."""
+    entries = [w for w in resources.workgroup_matrices
+               if (w.a, w.c) == (INPUT_DTYPE, ACC_DTYPE)
+               and w.invocations <= resources.max_invocations]
+    product = Product(st)
+    if not entries or product.problem:
+        return False
+    batch = math.prod(product.batch)
+    default = next((t for t in WORKGROUP_CANDIDATES
+                    if _workgroup_fits(product, entries, t, st.tensor, epilogue)
+                    and batch * (product.m // t.rows) * (product.n // t.cols)
+                    >= TARGET_WORKGROUPS), None)
+    if not choose(st, "workgroup", int(default is not None), (1, 0)):
+        return False
+    widest = max(entries, key=lambda e: e.invocations)
+    d = default or WorkgroupTiles(widest.m, widest.n, widest.k, widest.invocations)
+    t = WorkgroupTiles(choose(st, "wg_rows", d.rows, (32, 64, 128, 256)),
+                       choose(st, "wg_cols", d.cols, (32, 64, 128, 256, 512)),
+                       choose(st, "wg_k", d.kt, (16, 32, 64)),
+                       choose(st, "wg_invocations", d.invocations,
+                              tuple(sorted({e.invocations for e in entries}))),
+                       choose(st, "raster", d.raster, (1, 2, 4, 8, 16)),
+                       choose(st, "preload", d.preload, (0, 1)),
+                       choose(st, "wg_substeps", d.substeps, (1, 2, 4)))
+    conflict_unless((t == default) or _workgroup_fits(product, entries, t, st.tensor,
+                                                      epilogue),
+                    "the workgroup-held block does not divide the product or the "
+                    "device's sizes")
+    s.tensorize(st.name, "matrix_product", workgroup_params(t))
+    return True
 
 
 def matrix_shape(st: Stage, resources: GpuResources) -> MatrixShape | None:
@@ -156,6 +256,8 @@ def schedule_coop(s: Schedule, st: Stage, choose: Choose, resources: GpuResource
     """Tensorize matmul stage ``st`` when the target's cooperative matrices can compute
     it (see the module docstring); False leaves it to the tiled rule. ``epilogue``: the
     stage the caller will fuse into ``st``'s write-back, if any."""
+    if _schedule_workgroup(s, st, choose, resources, epilogue):
+        return True
     shape = matrix_shape(st, resources)
     if shape is None:
         return False
@@ -167,5 +269,5 @@ def schedule_coop(s: Schedule, st: Stage, choose: Choose, resources: GpuResource
     return True
 
 
-__all__ = ["CANDIDATES", "CoopTiles", "ask_tiles", "choose_tiles", "matrix_shape",
-           "schedule_coop"]
+__all__ = ["CANDIDATES", "WORKGROUP_CANDIDATES", "CoopTiles", "WorkgroupTiles", "ask_tiles",
+           "choose_tiles", "matrix_shape", "schedule_coop", "workgroup_params"]

@@ -32,28 +32,41 @@ from .stmt import Buffer, Intrinsic
 USES = ("a", "b", "accumulator")
 #: Bytes one chunk statement moves (a 128-bit vector load or store).
 CHUNK_BYTES = 16
+#: Who holds a fragment: a subgroup (VK_KHR_cooperative_matrix), or the whole workgroup
+#: (VK_NV_cooperative_matrix2, where the driver stages the operands itself).
+HOLDERS = ("subgroup", "workgroup")
 
 
 @dataclass(eq=False)
 class Fragment(Buffer):
     """``count`` cooperative matrices of ``rows`` x ``cols`` ``dtype`` elements with use
-    ``use``, allocated (``Allocate``) like a local array."""
+    ``use``, held by a subgroup or the whole workgroup (``held_by``), allocated
+    (``Allocate``) like a local array."""
 
     use: str = "accumulator"
     rows: int = 16
     cols: int = 16
+    held_by: str = "subgroup"
 
     def __post_init__(self) -> None:
         if self.use not in USES:
             raise ValueError(f"fragment {self.name}: use {self.use!r} is not one of {USES}")
+        if self.held_by not in HOLDERS:
+            raise ValueError(f"fragment {self.name}: held by {self.held_by!r}, not one of "
+                             f"{HOLDERS}")
 
     def __repr__(self) -> str:
-        return (f"{self.name}: fragment<{self.use}, {self.dtype}, {self.rows}x{self.cols}>"
-                f"[{self.size}]")
+        held = ", workgroup" if self.held_by == "workgroup" else ""
+        return (f"{self.name}: fragment<{self.use}, {self.dtype}, {self.rows}x{self.cols}"
+                f"{held}>[{self.size}]")
 
 
 def _item(buf: Buffer, slot: Expr) -> str:
     return f"{buf.name}[{slot}]"
+
+
+def _aligned(align: int) -> str:
+    return f", align={align}" if align > 1 else ""
 
 
 @dataclass(eq=False)
@@ -78,13 +91,16 @@ class FragmentFill(Intrinsic):
 class FragmentLoad(Intrinsic):
     """``frag[slot]`` loaded from ``src`` (global or shared), row-major: row ``r`` from
     ``src[index + r * stride]`` on, ``index`` and ``stride`` in elements of ``src``,
-    which may be 16-byte words (:data:`CHUNK_DTYPE`) holding several matrix elements."""
+    which may be 16-byte words (:data:`CHUNK_DTYPE`) holding several matrix elements.
+    ``align``: bytes every row start is known to be aligned to (a codegen may tell the
+    driver, which then moves whole vectors)."""
 
     frag: Fragment
     slot: Expr
     src: Buffer
     index: Expr
     stride: int
+    align: int = 1
 
     @property
     def reads(self) -> tuple[Buffer, ...]:
@@ -94,23 +110,25 @@ class FragmentLoad(Intrinsic):
         return (self.slot, self.index)
 
     def map(self, fn: Callable[[Expr], Expr]) -> FragmentLoad:
-        return FragmentLoad(self.frag, fn(self.slot), self.src, fn(self.index), self.stride)
+        return FragmentLoad(self.frag, fn(self.slot), self.src, fn(self.index), self.stride,
+                            self.align)
 
     def __repr__(self) -> str:
         return (f"{_item(self.frag, self.slot)} = load_matrix({self.src.name}[{self.index}], "
-                f"stride={self.stride})")
+                f"stride={self.stride}{_aligned(self.align)})")
 
 
 @dataclass(eq=False)
 class FragmentStore(Intrinsic):
     """``frag[slot]`` stored row-major into ``dst`` at ``index`` (row stride ``stride``),
-    converted to ``dst``'s dtype."""
+    converted to ``dst``'s dtype; ``align`` as :class:`FragmentLoad`'s."""
 
     dst: Buffer
     index: Expr
     stride: int
     frag: Fragment
     slot: Expr
+    align: int = 1
 
     @property
     def writes(self) -> tuple[Buffer, ...]:
@@ -120,11 +138,12 @@ class FragmentStore(Intrinsic):
         return (self.index, self.slot)
 
     def map(self, fn: Callable[[Expr], Expr]) -> FragmentStore:
-        return FragmentStore(self.dst, fn(self.index), self.stride, self.frag, fn(self.slot))
+        return FragmentStore(self.dst, fn(self.index), self.stride, self.frag, fn(self.slot),
+                             self.align)
 
     def __repr__(self) -> str:
-        return (f"store_matrix({self.dst.name}[{self.index}], stride={self.stride}) = "
-                f"{_item(self.frag, self.slot)}")
+        return (f"store_matrix({self.dst.name}[{self.index}], stride={self.stride}"
+                f"{_aligned(self.align)}) = {_item(self.frag, self.slot)}")
 
 
 @dataclass(eq=False)
@@ -272,6 +291,6 @@ def evaluate(s: Intrinsic, mem: dict[int, np.ndarray], value: Callable[[Expr], o
         raise TypeError(type(s).__name__)
 
 
-__all__ = ["CHUNK_BYTES", "CHUNK_DTYPE", "USES", "ChunkLoad", "ChunkStore", "Fragment",
+__all__ = ["CHUNK_BYTES", "CHUNK_DTYPE", "HOLDERS", "USES", "ChunkLoad", "ChunkStore", "Fragment",
            "FragmentFill", "FragmentLoad", "FragmentMulAdd", "FragmentStore",
            "chunk_registers", "evaluate", "zeros"]

@@ -50,6 +50,16 @@ fragment ``frags_m`` times. The reduction runs in steps of ``kt``:
   once) then fall in distinct banks for rows of 3 or 5 words (pad 8 or 24), where in
   order rows r and r + 3 of a quarter share one (a 2-way conflict on every A store).
   The global loads read the same 32-byte sectors either way;
+* ``workgroup`` 1 makes each operand one matrix the whole workgroup holds
+  (VK_NV_cooperative_matrix2's workgroup scope with flexible dimensions): one subgroup
+  of ``subgroup`` = the workgroup's invocations, one ``m x n`` accumulator, ``m x k``
+  and ``k x n`` operands loaded straight from global memory each step (``a_global`` and
+  ``b_global``), and the driver plans the staging through shared memory and the split
+  among its subgroups itself. The kernel is then only the block product, with
+  ``preload`` 1 requesting each step's operands before the previous step's product;
+* fragments loaded from or stored to global memory say their rows start 16-byte
+  aligned (K and N are multiples of 8 float16 and every block offset a multiple of 8
+  elements), so the driver may move them in whole vectors;
 * a shared tile holds 16-byte words (``tile_lanes`` 8: a chunk is one store, fragments
   load with offsets and strides in words, which the cooperative-matrix load allows) or
   float16 elements (``tile_lanes`` 1: eight stores a chunk).
@@ -97,9 +107,9 @@ PARAMS = ("m", "n", "k", "warps_m", "warps_n", "frags_m", "frags_n", "kt", "subg
 #: Optional parameters (positive ints when given) and their values when not given;
 #: ``stash_after`` defaults to all of a step's ``kt // k`` sub-steps.
 OPTIONAL = {"prefetch": 1, "stash_after": None, "raster": 1, "preload": 0, "a_global": 0,
-            "b_global": 0, "a_interleave": 0}
+            "b_global": 0, "a_interleave": 0, "workgroup": 0}
 #: Optional parameters that may be 0 (the others are positive).
-SWITCHES = ("preload", "a_global", "b_global", "a_interleave")
+SWITCHES = ("preload", "a_global", "b_global", "a_interleave", "workgroup")
 #: Steps held in registers ahead of the multiply-adds.
 PREFETCH = (1, 2)
 #: Elements of a shared tile's element: a 16-byte word, or one float16.
@@ -215,6 +225,12 @@ def check_tensorize(st: Stage, intrinsic: str, params: dict[str, Any]) -> None:
     if blocks_m % p.raster:
         raise ValueError(f"tensorize {st.name}: raster={p.raster} does not divide the "
                          f"{blocks_m} block rows of M={product.m}")
+    if p.workgroup not in (0, 1) or (p.workgroup and (
+            (p.warps_m, p.warps_n, p.frags_m, p.frags_n) != (1, 1, 1, 1)
+            or not (p.a_global and p.b_global) or p.prefetch != 1)):
+        raise ValueError(f"tensorize {st.name}: workgroup={p.workgroup} must be 0 or 1, and "
+                         "1 needs one subgroup of one fragment (warps and frags 1), both "
+                         "operands from global memory and prefetch 1")
     if (p.m * p.n) % p.subgroup:
         raise ValueError(f"tensorize {st.name}: a {p.m}x{p.n} fragment does not divide "
                          f"among a subgroup of {p.subgroup}")
@@ -236,6 +252,7 @@ class Params:
         self.a_global = params.get("a_global", OPTIONAL["a_global"])
         self.b_global = params.get("b_global", OPTIONAL["b_global"])
         self.a_interleave = params.get("a_interleave", OPTIONAL["a_interleave"])
+        self.workgroup = params.get("workgroup", OPTIONAL["workgroup"])
 
     @property
     def rows(self) -> int:
@@ -326,13 +343,14 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
     a_half, b_half = p.rows * p.a_stride // lanes, p.kt * p.b_stride // lanes
     a_row, b_row = p.a_stride // lanes, p.b_stride // lanes
     per_chunk = CHUNK // lanes
+    held = "workgroup" if p.workgroup else "subgroup"
     acc = Fragment(f"{st.name}.acc", (p.frags_m * p.frags_n,), ACC_DTYPE, "fragment",
-                   "accumulator", p.m, p.n)
+                   "accumulator", p.m, p.n, held)
     fsets = 2 if p.preload else 1
     fa = Fragment(f"{st.name}.a", (fsets * p.frags_m,), INPUT_DTYPE, "fragment", "a", p.m,
-                  p.k)
+                  p.k, held)
     fb = Fragment(f"{st.name}.b", (fsets * p.frags_n,), INPUT_DTYPE, "fragment", "b", p.k,
-                  p.n)
+                  p.n, held)
     per_a, per_b = -(-p.a_chunks // p.threads), -(-p.b_chunks // p.threads)
 
     def mine(c: Expr, chunks: int) -> list[Expr]:
@@ -340,6 +358,9 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
         invocations (the last round leaves some idle)."""
         return [c < chunks] if chunks % p.threads else []
     per_set = per_a + per_b
+    # the barriers that order the shared tiles' stores and loads: none where both
+    # operands come from global memory
+    sync: list[Stmt] = [Barrier()] if per_set else []
     regs = chunk_registers(f"{st.name}.chunks", p.prefetch * per_set)
 
     def a_place(c: Expr) -> tuple[Expr, Expr]:
@@ -399,13 +420,14 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
         a_slot, b_slot = _plus(fi, fset * p.frags_m), _plus(fj, fset * p.frags_n)
         if p.a_global:
             a: Stmt = FragmentLoad(fa, a_slot, a_buf, a_base + (
-                row0 + wm * (p.frags_m * p.m) + fi * p.m) * K + step * p.kt + kk * p.k, K)
+                row0 + wm * (p.frags_m * p.m) + fi * p.m) * K + step * p.kt + kk * p.k, K,
+                CHUNK_BYTES)
         else:
             a = FragmentLoad(fa, a_slot, a_smem, half * a_half + (
                 wm * (p.frags_m * p.m) + fi * p.m) * a_row + kk * (p.k // lanes), a_row)
         if p.b_global:
             b: Stmt = FragmentLoad(fb, b_slot, b_buf, b_base + (step * p.kt + kk * p.k) * N
-                                   + col0 + wn * (p.frags_n * p.n) + fj * p.n, N)
+                                   + col0 + wn * (p.frags_n * p.n) + fj * p.n, N, CHUNK_BYTES)
         else:
             b = FragmentLoad(fb, b_slot, b_smem, half * b_half + kk * p.k * b_row
                              + wn * (p.frags_n * p.n // lanes) + fj * (p.n // lanes), b_row)
@@ -438,7 +460,7 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
                  stash(1 - half, regs_at)]
         if p.stash_after < subs:
             parts.append(multiply(step, half, p.stash_after, subs))
-        return Seq([*parts, Barrier()])
+        return Seq([*parts, *sync])
 
     scratch = None if direct else Buffer(
         f"{st.name}.C_shared", (p.warps_m * p.warps_n * p.m * p.n,), ACC_DTYPE, "shared")
@@ -449,7 +471,7 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
         multiply-adds, which the fragment loads overlap."""
         regs_at = (1 - parity) % p.prefetch * per_set
         return Seq([stash(const(1 - parity), regs_at), fetch(ko + 1 + p.prefetch, regs_at),
-                    Barrier(), load_fragments(ko + 1, const(1 - parity), const(0), 1 - parity),
+                    *sync, load_fragments(ko + 1, const(1 - parity), const(0), 1 - parity),
                     multiply_adds(parity)])
 
     ko = Var("ko")
@@ -457,14 +479,14 @@ def lower_matrix_product(low: _Lowerer, st: Stage) -> Stmt:
     if p.preload:  # see the module docstring; the loop unrolled by two (fragment sets)
         prologue += [fetch(const(j), j % p.prefetch * per_set)
                      for j in range(1, p.prefetch + 1)]
-        prologue += [Barrier(), load_fragments(const(0), const(0), const(0), 0, True)]
+        prologue += [*sync, load_fragments(const(0), const(0), const(0), 0, True)]
         main: Stmt = For(ko, -(-steps // 2), "serial", Seq([
             preloading_step(ko * 2, 0), preloading_step(ko * 2 + 1, 1)]))
     elif p.prefetch == 1:
-        prologue.append(Barrier())
+        prologue += sync
         main = For(ko, steps, "serial", one_step(ko, ko % 2, ko + 1, 0, 0))
     else:  # two register sets, alternating: the loop unrolled by two
-        prologue += [fetch(const(1), per_set), Barrier()]
+        prologue += [fetch(const(1), per_set), *sync]
         s0, s1 = ko * 2, ko * 2 + 1
         main = For(ko, -(-steps // 2), "serial", Seq([
             one_step(s0, const(0), s0 + 2, per_set, 0),
@@ -499,7 +521,7 @@ def _write_back(low: _Lowerer, st: Stage, product: Product, p: Params, out: Buff
     col = col0 + wn * (p.frags_n * p.n) + fj * p.n
     if scratch is None:
         return For(f, p.frags_m * p.frags_n, "unrolled", FragmentStore(
-            out, bz * (M * N) + row * N + col, N, acc, f))
+            out, bz * (M * N) + row * N + col, N, acc, f, CHUNK_BYTES))
     region = warp * (p.m * p.n)
     e = Var("e")
     idx = e * p.subgroup + lane

@@ -15,15 +15,18 @@ from typing import Any
 
 from tensorsmith.runtime.errors import DeviceError
 
+from . import workgroup_matrix
 from .loader import INSTALL_DRIVER, import_vulkan
+from .workgroup_matrix import WorkgroupMatrices
 
 __all__ = ["MatrixProperty", "PhysicalDevice", "list_devices", "physical_devices", "vk"]
 
 _TYPE_NAMES = {0: "other", 1: "integrated GPU", 2: "discrete GPU", 3: "virtual GPU", 4: "CPU"}
 _PREFERENCE = {2: 0, 1: 1, 3: 2, 4: 3, 0: 4}
-#: The instance asks for Vulkan 1.2 so 1.2 devices expose their core 8-bit storage and
-#: float16/int8 features; 1.1 devices still work (through extensions where they have them).
-API_VERSION = (1, 2, 0)
+#: The instance asks for Vulkan 1.3 so 1.2 devices expose their core 8-bit storage and
+#: float16/int8 features and 1.3 devices take SPIR-V 1.6 (the kernels on workgroup-held
+#: matrices); 1.1 devices still work (through extensions where they have them).
+API_VERSION = (1, 3, 0)
 MIN_DEVICE_VERSION = (1, 1)
 
 # Features the SPIR-V of tensorsmith may need, by the structure that reports them.
@@ -35,15 +38,16 @@ MEMORY_MODEL = ("vulkanMemoryModel",)
 COOPERATIVE_MATRIX = ("cooperativeMatrix",)
 #: Every feature above, in one tuple: what is queried and what a context enables.
 ALL_FEATURES = (*CORE_FEATURES, *STORAGE_8BIT, *STORAGE_16BIT, *FLOAT16_INT8, *MEMORY_MODEL,
-                *COOPERATIVE_MATRIX)
+                *COOPERATIVE_MATRIX, *workgroup_matrix.USED_FEATURES)
 #: Device extensions that provide the features above on Vulkan 1.1 devices.
 EXTENSION_OF = {"storageBuffer8BitAccess": "VK_KHR_8bit_storage",
                 "shaderFloat16": "VK_KHR_shader_float16_int8",
                 "shaderInt8": "VK_KHR_shader_float16_int8",
                 "vulkanMemoryModel": "VK_KHR_vulkan_memory_model",
-                "cooperativeMatrix": "VK_KHR_cooperative_matrix"}
+                "cooperativeMatrix": "VK_KHR_cooperative_matrix",
+                **{f: workgroup_matrix.EXTENSION for f in workgroup_matrix.USED_FEATURES}}
 #: Features whose extension is needed on every version (not core in Vulkan 1.2).
-EXTENSION_ALWAYS = frozenset({"cooperativeMatrix"})
+EXTENSION_ALWAYS = frozenset({"cooperativeMatrix", *workgroup_matrix.USED_FEATURES})
 #: VkComponentTypeKHR -> dtype, and the scope a cooperative matrix of tensorsmith uses.
 COMPONENT_TYPES = {0: "float16", 1: "float32", 2: "float64", 3: "int8", 4: "int16",
                    5: "int32", 6: "int64", 7: "uint8", 8: "uint16", 9: "uint32", 10: "uint64"}
@@ -96,6 +100,8 @@ class PhysicalDevice:
     memory_types: list[tuple[int, int]] = field(default_factory=list)  # (flags, heap)
     subgroup_size: int = 0  # 0: not reported
     cooperative_matrix: list[MatrixProperty] = field(default_factory=list)
+    #: matrices a whole workgroup holds (VK_NV_cooperative_matrix2), None: none
+    workgroup_matrices: WorkgroupMatrices | None = None
 
     def matrix_shapes(self) -> set[str]:
         """The cooperative-matrix products kernels of tensorsmith may use here."""
@@ -227,12 +233,15 @@ def _describe(vk: Any, instance_handle: Any, handle: Any, order: int) -> Physica
     features = _features(vk, handle, api, extensions)
     matrices = _matrix_properties(vk, instance_handle, handle) \
         if features.get("cooperativeMatrix") else []
+    held = workgroup_matrix.query(vk, instance_handle, handle, COMPONENT_TYPES, SCOPE_NAMES) \
+        if all(features.get(f) for f in workgroup_matrix.USED_FEATURES) else None
     return PhysicalDevice(
         handle=handle, name=str(props.deviceName), type_name=_TYPE_NAMES.get(type_code, "other"),
         api_version=api, preference=_PREFERENCE.get(type_code, 4) * 1000 + order,
         limits=lims, features=features, extensions=extensions,
         compute_family=compute, timestamp_bits=bits, memory_types=types,
-        subgroup_size=_subgroup_size(vk, handle, api), cooperative_matrix=matrices)
+        subgroup_size=_subgroup_size(vk, handle, api), cooperative_matrix=matrices,
+        workgroup_matrices=held)
 
 
 def _subgroup_size(vk: Any, handle: Any, api: tuple[int, int, int]) -> int:
@@ -312,11 +321,18 @@ def feature_chain(vk: Any, api: tuple[int, int, int], extensions: set[str],
             sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
             pNext=tail[-1] if tail else vk.ffi.NULL,
             cooperativeMatrix=on["cooperativeMatrix"]))
+    if workgroup_matrix.EXTENSION in extensions:
+        tail.append(workgroup_matrix.features_struct(vk, tail[-1] if tail else None, enable))
     tail.append(vk.VkPhysicalDevice16BitStorageFeatures(
         sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
-        pNext=tail[-1] if tail else vk.ffi.NULL,
+        pNext=_pointer(vk, tail[-1]) if tail else vk.ffi.NULL,
         storageBuffer16BitAccess=on["storageBuffer16BitAccess"]))
     core = vk.VkPhysicalDeviceFeatures(**{n: on[n] for n in CORE_FEATURES})
     head = vk.VkPhysicalDeviceFeatures2(sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                         pNext=tail[-1], features=core)
     return [head, *reversed(tail), core]
+
+
+def _pointer(vk: Any, structure: Any) -> Any:
+    """What a ``pNext`` takes of ``structure`` (a cffi structure or a raw one)."""
+    return structure.pointer if isinstance(structure, workgroup_matrix.RawStruct) else structure

@@ -46,7 +46,7 @@ from .context import DeviceContext, device_context
 from .layout import Layout, place
 from .memory import DOWNLOAD, UPLOAD, DeviceBuffer, choose_mode, create_buffer, destroy_buffer
 from .pipelines import DescriptorSets, Pipelines
-from .plan import VulkanPlan, parse
+from .plan import VulkanPlan, held_shape, parse
 from .shaped import ShapedLayout, Triple, shaped_layout
 from .timestamps import StepTimer
 
@@ -205,6 +205,7 @@ class VulkanModel:
 
     def _check_features(self) -> None:
         self._check_matrices()
+        self._check_held_matrices()
         missing = [f for f in self.plan.features if f not in self.ctx.enabled]
         if missing:
             raise DeviceError(
@@ -239,6 +240,35 @@ class VulkanModel:
                 f"invocations and device {self.ctx.name} has subgroups of "
                 f"{physical.subgroup_size}; build it with -subgroup-size="
                 f"{physical.subgroup_size}")
+
+    def _check_held_matrices(self) -> None:
+        """An artifact built for workgroup-held matrices (``-workgroup-matrix=``) loads
+        only where the device computes each of its blocks in workgroups of its kernels'
+        size."""
+        needs = self.plan.workgroup_matrix
+        if needs is None:
+            return
+        held = self.ctx.physical.workgroup_matrices
+        rebuild = ("; build it without -workgroup-matrix to run here (`tensorsmith devices` "
+                   "lists what each device offers)")
+        if held is None:
+            raise DeviceError(
+                f"artifact '{self.path}' was built for matrices a workgroup holds (its "
+                f"kernels multiply {', '.join(needs['shapes'])}), and device {self.ctx.name} "
+                f"has no VK_NV_cooperative_matrix2 with workgroup scope{rebuild}")
+        missing = []
+        for text in needs["shapes"]:
+            shape = held_shape(text)
+            assert shape is not None  # checked by plan.parse
+            m, n, k, invocations, a, c = shape
+            if not held.fits(m, n, k, a, c, invocations):
+                missing.append(text)
+        if missing:
+            offered = "; ".join(str(s) for s in held.shapes if s.usable) or "none usable"
+            raise DeviceError(
+                f"artifact '{self.path}' multiplies workgroup-held matrices of "
+                f"{', '.join(missing)}, which device {self.ctx.name} does not offer (it "
+                f"offers {offered}, dimensions up to {held.max_dimension}){rebuild}")
 
     def _check_ranges(self, most: int) -> None:
         for i, p in enumerate(self.layout.placements):

@@ -26,7 +26,7 @@ from tensorsmith.runtime.gpu_plan import (
 from tensorsmith.runtime.plan import PARAMS_SECTION, Buffer, Check, Tensor
 from tensorsmith.runtime.shapes import size_expr
 
-__all__ = ["METADATA_VERSION", "DispatchSpec", "StepSpec", "VulkanPlan", "parse"]
+__all__ = ["METADATA_VERSION", "DispatchSpec", "StepSpec", "VulkanPlan", "held_shape", "parse"]
 
 #: The newest ``vulkan`` metadata version this runtime reads.
 METADATA_VERSION = 1
@@ -72,6 +72,9 @@ class VulkanPlan:
     #: what the kernels assume of cooperative matrices: ``{"shapes": ["16x16x16
     #: float16*float16+float32"], "subgroup_size": 32}``, or None when they use none
     cooperative_matrix: dict[str, Any] | None = None
+    #: what they assume of matrices a whole workgroup holds: ``{"shapes": ["128x256x32/256
+    #: float16*float16+float32"]}`` (block, workgroup invocations, types), or None
+    workgroup_matrix: dict[str, Any] | None = None
 
 
 def parse(artifact: Artifact) -> VulkanPlan:
@@ -124,9 +127,13 @@ def parse(artifact: Artifact) -> VulkanPlan:
                                      and isinstance(matrices.get("shapes"), list)
                                      and isinstance(matrices.get("subgroup_size"), int)):
         raise bad(f"vulkan cooperative_matrix {matrices!r}")
+    held = info.get("workgroup_matrix")
+    if held is not None and not (isinstance(held, dict) and isinstance(held.get("shapes"), list)
+                                 and all(_held_shape(s) for s in held["shapes"])):
+        raise bad(f"vulkan workgroup_matrix {held!r}")
     parsed = VulkanPlan(buffers, steps, inputs, outputs, [str(f) for f in features],
                         plan.workspace_bytes, plan.params_bytes, run_checks(artifact.path, plan),
-                        matrices)
+                        matrices, held)
     check(artifact, parsed)
     return parsed
 
@@ -220,3 +227,21 @@ def _is_size(text: Any) -> bool:
     except (ValueError, SyntaxError, TypeError):
         return False
     return True
+
+
+def held_shape(text: str) -> tuple[int, int, int, int, str, str] | None:
+    """``"128x256x32/256 float16*float16+float32"`` as (m, n, k, invocations, input type,
+    accumulator type), or None where it is not that."""
+    try:
+        dims, types = text.split(" ")
+        block, invocations = dims.split("/")
+        m, n, k = (int(d) for d in block.split("x"))
+        inputs, c = types.split("+")
+        a, b = inputs.split("*")
+        return (m, n, k, int(invocations), a, c) if a == b else None
+    except ValueError:
+        return None
+
+
+def _held_shape(text: object) -> bool:
+    return isinstance(text, str) and held_shape(text) is not None

@@ -19,14 +19,21 @@ __all__ = ["describe", "describe_all", "report", "target_string"]
 
 def target_string(dev: PhysicalDevice) -> str:
     """The ``vulkan`` target string that compiles for ``dev``'s cooperative matrices (the
-    float16 ones with a float32 accumulator, which the float16 matmul rule uses), or
-    plain ``vulkan`` where it has none."""
+    float16 ones with a float32 accumulator, which the float16 matmul rule uses, held by
+    subgroups or by whole workgroups), or plain ``vulkan`` where it has none."""
     shapes = sorted(dev.matrix_shapes())
     usable = [s.split()[0] for s in shapes if s.endswith("float16*float16+float32")]
     if not usable:
         return "vulkan"
     shared = int(dev.limits.get("maxComputeSharedMemorySize", 0))
     parts = ["vulkan", f"-cooperative-matrix={','.join(usable)}"]
+    held = dev.workgroup_matrices
+    blocks = sorted({f"{s.m}x{s.n}x{s.k}/{s.invocations}" for s in held.shapes
+                     if s.usable and (s.a, s.c) == ("float16", "float32")}) if held else []
+    if held and blocks:
+        parts.append(f"-workgroup-matrix={','.join(blocks)}")
+        if held.max_dimension != 256:  # the compiler's default
+            parts.append(f"-workgroup-matrix-max={held.max_dimension}")
     if dev.subgroup_size:
         parts.append(f"-subgroup-size={dev.subgroup_size}")
     if shared:
@@ -49,8 +56,18 @@ def describe(dev: PhysicalDevice, index: int) -> dict[str, Any]:
         "max_invocations": int(dev.limits.get("maxComputeWorkGroupInvocations", 0)),
         "features": {name: bool(dev.features.get(name)) for name in ALL_FEATURES},
         "cooperative_matrix": [str(p) for p in dev.cooperative_matrix],
+        "workgroup_matrix": _held(dev),
         "target": target_string(dev),
     }
+
+
+def _held(dev: PhysicalDevice) -> dict[str, Any] | None:
+    held = dev.workgroup_matrices
+    if held is None:
+        return None
+    return {"max_dimension": held.max_dimension, "max_workgroup": held.max_workgroup,
+            "reserved_shared_bytes": held.reserved_shared,
+            "shapes": [str(s) for s in held.shapes]}
 
 
 def describe_all() -> list[dict[str, Any]]:
@@ -70,5 +87,12 @@ def report() -> str:
         shapes = d["cooperative_matrix"]
         lines.append("  cooperative matrices: " + ("none" if not shapes else ""))
         lines += [f"    {s}" for s in shapes]
+        held = d["workgroup_matrix"]
+        if held is not None:
+            lines.append(f"  workgroup-held matrices (VK_NV_cooperative_matrix2): dimensions "
+                         f"up to {held['max_dimension']}, workgroups of at most "
+                         f"{held['max_workgroup']}, {held['reserved_shared_bytes']} bytes of "
+                         "workgroup memory reserved")
+            lines += [f"    {s}" for s in held["shapes"]]
         lines.append(f"  target: {d['target']}")
     return "\n".join(lines)
