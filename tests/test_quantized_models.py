@@ -322,3 +322,45 @@ def test_integer_ops_compute_on_every_target(kind: str, target: str, tmp_path: P
     with rt.load(artifact, device=device_of(target)) as module:
         got = module.run(feeds)[0]
     assert got.dtype == np.int32 and np.array_equal(got, want)
+
+
+def _near_ties(scale: np.float32, count: int) -> np.ndarray:
+    """``count`` float32 values an ulp or two from a tie ``(k + 0.5) * scale`` (k in
+    -127..126), whose quotient ``x / scale`` rounds one way and ``x * (1 / scale)`` the
+    other: where a quantize step computed with a reciprocal is a whole step off."""
+    ties = ((np.arange(-127, 127) + 0.5) * np.float64(scale)).astype(np.float32)
+    x = np.concatenate([ties, *(np.nextafter(ties, np.float32(d)) for d in (-np.inf, np.inf)),
+                        *(np.nextafter(np.nextafter(ties, np.float32(d)), np.float32(d))
+                          for d in (-np.inf, np.inf))])
+    differ = np.rint(x / scale) != np.rint(x * (np.float32(1) / scale))
+    picked = np.unique(x[differ])
+    assert picked.size >= count, f"only {picked.size} values near a tie"
+    return np.random.default_rng(5).permutation(picked)[:count]
+
+
+def test_quantize_rounds_the_exact_quotient_on_every_target(target: str,
+                                                            tmp_path: Path) -> None:
+    """QuantizeLinear rounds ``x / scale`` as divided in float32 (ties to even): on values
+    where the quotient and the product with the reciprocal round differently, every
+    target's result is ONNX Runtime's (without optimizations) exactly. The LLVM backend
+    multiplied by the reciprocal (fast-math ``arcp``) and was a step off on all of them."""
+    scale = np.float32(0.07932984)
+    x = _near_ties(scale, 64).reshape(1, 4, 4, 4)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])]
+    model = helper.make_model(helper.make_graph(
+        nodes, "quantize_ties", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                               x.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, x.shape)],
+        [numpy_helper.from_array(np.asarray(scale), "s"),
+         numpy_helper.from_array(np.asarray(128, np.uint8), "z")]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    want = _reference(model, {"x": x})
+    graph, params = from_onnx(model)
+    artifact = tmp_path / f"m{Target.parse(target).info.suffix}"
+    build(graph, target=target, params=params).export_library(artifact)
+    with rt.load(artifact, device=device_of(target)) as module:
+        got = module.run({"x": x})[0]
+    steps = np.rint(np.abs(got.astype(np.float64) - want) / scale)
+    assert np.array_equal(got, want), (
+        f"{target}: {int(np.count_nonzero(steps))} of {x.size} values a step off")
