@@ -248,6 +248,23 @@ def _compare_layer(layer: Layer, engine: str, got: Arrays, ref: Arrays,
     layer.reference_exact[engine] += int(np.sum(np.abs(theirs - truth) < layer.scale / 2))
 
 
+def sensitivity(model: onnx.ModelProto, feeds: list[Arrays]) -> np.ndarray:
+    """Per image, how many steps ONNX Runtime's reference output moves when every input
+    value moves by one float32 ulp (seeded random directions): the model's own
+    sensitivity to float rounding, the floor under any step bound of its output."""
+    session = _reference_session(model)
+    output = model.graph.output[0].name
+    step = next(layer.scale for layer in _layers(model) if layer.name == output)
+    g = np.random.default_rng(0)
+    out = []
+    for f in feeds:
+        moved = {k: np.nextafter(v, np.where(g.random(v.shape) < 0.5, np.inf, -np.inf)
+                                 .astype(v.dtype)) for k, v in f.items()}
+        a, b = (session.run([output], x)[0] for x in (f, moved))
+        out.append(float(np.max(np.abs(a.astype(np.float64) - b))) / step)
+    return np.array(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="mobilenetv3", choices=sorted(MODELS))
@@ -256,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calib", type=int, default=16, help="calibration images")
     parser.add_argument("--images", type=int, default=4, help="images compared")
     parser.add_argument("--target", default="llvm")
+    parser.add_argument("--sensitivity", type=int, default=32,
+                        help="images for the reference's sensitivity to one ulp")
     parser.add_argument("--interpreter", action="store_true",
                         help="also compare tensorsmith's NumPy interpreter")
     args = parser.parse_args(argv)
@@ -281,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         graph, _ = from_onnx(exposed, shape=input_shapes(qdq))
         engines["interpreter"] = [dict(zip(names, run_graph(graph, f))) for f in feeds]
     compare(qdq, feeds, engines, ref, layers)
-    text = _report(args, qdq, layers, engines, ref)
+    moved = sensitivity(qdq, _images(qdq, args.sensitivity, seed=2))
+    text = _report(args, qdq, layers, engines, ref, moved)
     print(text)
     RESULTS.mkdir(exist_ok=True)
     env = environment(2)
@@ -294,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report(args: argparse.Namespace, qdq: onnx.ModelProto, layers: list[Layer],
-            engines: dict[str, list[Arrays]], ref: list[Arrays]) -> str:
+            engines: dict[str, list[Arrays]], ref: list[Arrays], moved: np.ndarray) -> str:
     output = qdq.graph.output[0].name
     last = next(layer for layer in layers if layer.name == output)
     finals = {name: max(float(np.max(np.abs(r[output] - f[output]))) / last.scale
@@ -324,8 +344,11 @@ def _report(args: argparse.Namespace, qdq: onnx.ModelProto, layers: list[Layer],
         "optimizations (ONNX's QDQ semantics), in steps of its own scale; summed over the "
         "images; only layers with a difference are listed",
         *(f"{name}: output {finals[name]:.2f} steps at most; {totals[name]} fresh "
-          f"differences, of which tensorsmith rounds as the exact value does in "
+          f"differences, of which {name} rounds as the exact value does in "
           f"{on_side[name]}, ONNX Runtime in {ref_side[name]}" for name in engines),
+        f"ONNX Runtime's reference against itself with every input value moved by one ulp "
+        f"({moved.size} images): output within one step in {int(np.sum(moved <= 1 + 1e-3))}"
+        f"/{moved.size} images, {moved.max():.2f} steps at most",
         "",
         format_table(header, rows),
     ]
