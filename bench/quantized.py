@@ -10,10 +10,14 @@ The float model (bench/models.py, random but fixed weights) is quantized post-tr
 seeded random images), by ``tensorsmith quantize`` or, with ``--quantizer onnxruntime``,
 by ONNX Runtime's own tool (quantize_static, QDQ format: a benchmark dependency only).
 ``--eval`` other images give the top-1 agreement of the int8 model with the float one,
-run by tensorsmith and by ONNX Runtime. Then four engines are
-timed in alternating blocks, 2 threads each: tensorsmith float, tensorsmith on the QDQ
-model, ONNX Runtime float, ONNX Runtime on the QDQ model (its int8 kernels). Prints the
-table, writes bench/results/quantized_<model>_<isa>_<date>.txt.
+run by tensorsmith and by ONNX Runtime. Where the output is quantized, the int8 outputs
+are compared in quantization steps of it: tensorsmith's, ONNX Runtime's int8 kernels' and
+ONNX Runtime's without graph optimizations (ONNX's QDQ semantics), per image; and the
+last against itself on inputs moved by one float32 ulp, the model's own sensitivity to
+float rounding (bench/quantized_steps.py follows the differences layer by layer). Then
+four engines are timed in alternating blocks, 2 threads each: tensorsmith float,
+tensorsmith on the QDQ model, ONNX Runtime float, ONNX Runtime on the QDQ model (its int8
+kernels). Prints the table, writes bench/results/quantized_<model>_<isa>_<date>.txt.
 """
 
 from __future__ import annotations
@@ -114,6 +118,24 @@ def _within(steps: np.ndarray) -> str:
             f"({steps.max():.2f})")
 
 
+def sensitivity(model: onnx.ModelProto, feeds: list[dict[str, np.ndarray]]) -> np.ndarray:
+    """Per image, how many steps ONNX Runtime's reference output moves when every input
+    value moves by one float32 ulp (seeded random directions): the model's own
+    sensitivity to float rounding, the floor under any step bound of its output."""
+    session = _reference_session(model)
+    output = model.graph.output[0].name
+    step = _output_step(model)
+    assert step, "the output is not quantized"
+    g = np.random.default_rng(0)
+    out = []
+    for f in feeds:
+        moved = {k: np.nextafter(v, np.where(g.random(v.shape) < 0.5, np.inf, -np.inf)
+                                 .astype(v.dtype)) for k, v in f.items()}
+        a, b = (session.run([output], x)[0] for x in (f, moved))
+        out.append(float(np.max(np.abs(a.astype(np.float64) - b))) / step)
+    return np.array(out)
+
+
 def _compile(model: onnx.ModelProto, path: Path, target: str, threads: int) -> Any:
     graph, params = from_onnx(model, shape=input_shapes(model))
     build(graph, target=target, params=params).export_library(path)
@@ -208,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         *([f"over all {args.eval} images, images whose output is within one step (largest "
            f"difference): tensorsmith int8 and ONNX Runtime without optimizations "
            f"{_within(steps_ref)}, tensorsmith int8 and ONNX Runtime int8 {_within(steps)}, "
-           f"ONNX Runtime int8 and ONNX Runtime without optimizations {_within(steps_ort)}"]
+           f"ONNX Runtime int8 and ONNX Runtime without optimizations {_within(steps_ort)}; "
+           f"ONNX Runtime without optimizations and itself on inputs moved by one float32 ulp "
+           f"{_within(sensitivity(qdq, evaluation))}"]
           if steps is not None and steps_ref is not None and steps_ort is not None else []),
         f"files: float.onnx {sizes['float.onnx']:,} B, int8.onnx {sizes['int8.onnx']:,} B, "
         f"float.so {sizes['float.so']:,} B, int8.so {sizes['int8.so']:,} B",

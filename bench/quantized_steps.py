@@ -37,7 +37,14 @@ import onnx
 from onnx import helper, numpy_helper
 
 from bench.models import MODELS, input_shapes
-from bench.quantized import RESULTS, _compile, _images, _ort_quantize, _reference_session
+from bench.quantized import (
+    RESULTS,
+    _compile,
+    _images,
+    _ort_quantize,
+    _reference_session,
+    sensitivity,
+)
 from bench.report import environment, format_table
 from tensorsmith.frontend.onnx import from_onnx
 from tensorsmith.ir.interpreter import run_graph
@@ -246,23 +253,6 @@ def _compare_layer(layer: Layer, engine: str, got: Arrays, ref: Arrays,
     truth = np.rint(exact / layer.scale) * layer.scale
     layer.exact[engine] += int(np.sum(np.abs(mine - truth) < layer.scale / 2))
     layer.reference_exact[engine] += int(np.sum(np.abs(theirs - truth) < layer.scale / 2))
-
-
-def sensitivity(model: onnx.ModelProto, feeds: list[Arrays]) -> np.ndarray:
-    """Per image, how many steps ONNX Runtime's reference output moves when every input
-    value moves by one float32 ulp (seeded random directions): the model's own
-    sensitivity to float rounding, the floor under any step bound of its output."""
-    session = _reference_session(model)
-    output = model.graph.output[0].name
-    step = next(layer.scale for layer in _layers(model) if layer.name == output)
-    g = np.random.default_rng(0)
-    out = []
-    for f in feeds:
-        moved = {k: np.nextafter(v, np.where(g.random(v.shape) < 0.5, np.inf, -np.inf)
-                                 .astype(v.dtype)) for k, v in f.items()}
-        a, b = (session.run([output], x)[0] for x in (f, moved))
-        out.append(float(np.max(np.abs(a.astype(np.float64) - b))) / step)
-    return np.array(out)
 
 
 def main(argv: list[str] | None = None) -> int:
