@@ -295,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     RESULTS.mkdir(exist_ok=True)
     env = environment(2)
-    out = RESULTS / (f"quantized_steps_{args.model}_{args.quantizer}_{env['isa']}_"
+    by = "" if args.target == "llvm" else "_" + "".join(
+        c if c.isalnum() else "-" for c in args.target.split(maxsplit=1)[-1])
+    out = RESULTS / (f"quantized_steps_{args.model}_{args.quantizer}{by}_{env['isa']}_"
                      f"{datetime.date.today()}.txt")
     out.write_text(f"$ python bench/quantized_steps.py {' '.join(argv or sys.argv[1:])}\n\n"
                    f"{text}\n")
