@@ -328,6 +328,7 @@ def _report(args: argparse.Namespace, qdq: onnx.ModelProto, layers: list[Layer],
     totals = {name: sum(layer.fresh[name] for layer in layers) for name in engines}
     on_side = {name: sum(layer.exact[name] for layer in layers) for name in engines}
     ref_side = {name: sum(layer.reference_exact[name] for layer in layers) for name in engines}
+    values = sum(r[layer.name].size for r in ref for layer in layers)
     lines = [
         f"{args.model}, quantized by {args.quantizer} (minmax, {args.calib} calibration "
         f"images, QDQ), {args.images} images; tensorsmith target: {args.target}; host ISA: "
@@ -335,7 +336,8 @@ def _report(args: argparse.Namespace, qdq: onnx.ModelProto, layers: list[Layer],
         "every activation's quantized value against ONNX Runtime without graph "
         "optimizations (ONNX's QDQ semantics), in steps of its own scale; summed over the "
         "images; only layers with a difference are listed",
-        *(f"{name}: output {finals[name]:.2f} steps at most; {totals[name]} fresh "
+        *(f"{name}: output {finals[name]:.2f} steps at most; of {values:,} quantized values, "
+          f"{totals[name]} fresh "
           f"differences, of which {name} rounds as the exact value does in "
           f"{on_side[name]}, ONNX Runtime in {ref_side[name]}" for name in engines),
         f"ONNX Runtime's reference against itself with every input value moved by one ulp "
