@@ -114,6 +114,7 @@ def _steps(got: list[np.ndarray], want: list[np.ndarray], step: float) -> np.nda
 
 
 def _within(steps: np.ndarray) -> str:
+    """``"images within one step/images (the largest difference)"``."""
     return (f"{int(np.sum(steps <= 1.0 + 1e-3))}/{steps.size} "
             f"({steps.max():.2f})")
 
