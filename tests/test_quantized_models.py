@@ -1,8 +1,10 @@
 """int8 QDQ models through the full stack on every target, against ONNX Runtime.
 
 A small convolutional net (a 3-channel strided stem, 3x3 convolutions with a residual
-add, max pooling, a 1x1 convolution, a depthwise one, global pooling, a Gemm) and an MLP
-(MatMul + Add, Gemm with a transposed weight, MatMul) are quantized by ONNX Runtime's own
+add, max pooling, a 1x1 convolution, a depthwise one, global pooling, a Gemm), a
+MobileNetV3 block (HardSwish, squeeze and excitation with HardSigmoid and Mul, a
+residual add) and an MLP (MatMul + Add, Gemm with a transposed weight, MatMul) are
+quantized by ONNX Runtime's own
 tool (QDQ, int8 per-channel weights; uint8 and int8 activations). tensorsmith computes
 their dense convolutions and products with integer ops (passes/integer_products.py);
 the result must be within one quantization step of the output of ONNX Runtime with its
@@ -79,9 +81,40 @@ def mlp() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def mobile_block() -> onnx.ModelProto:
+    """A MobileNetV3 block: a 1x1 expansion, HardSwish, a depthwise 3x3, squeeze and
+    excitation (global pooling, two 1x1 convolutions, HardSigmoid, Mul), a 1x1
+    projection added to the block's input, then pooling and a Gemm."""
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "w0", "b0"], ["c0"]), node("HardSwish", ["c0"], ["h0"]),
+        node("Conv", ["h0", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], group=32),
+        node("HardSwish", ["c1"], ["h1"]),
+        node("GlobalAveragePool", ["h1"], ["g1"]), node("Conv", ["g1", "w2", "b2"], ["c2"]),
+        node("Relu", ["c2"], ["r2"]), node("Conv", ["r2", "w3", "b3"], ["c3"]),
+        node("HardSigmoid", ["c3"], ["e3"], alpha=1.0 / 6.0),
+        node("Mul", ["h1", "e3"], ["m3"]), node("Conv", ["m3", "w4", "b4"], ["c4"]),
+        node("Add", ["c4", "x"], ["s4"]),
+        node("GlobalAveragePool", ["s4"], ["gp"]), node("Flatten", ["gp"], ["f"]),
+        node("Gemm", ["f", "wf", "bf"], ["y"], transB=1)]
+    inits = [_init("w0", 32, 16, 1, 1, scale=0.3), _init("b0", 32, scale=0.1),
+             _init("w1", 32, 1, 3, 3, scale=0.3), _init("b1", 32, scale=0.1),
+             _init("w2", 8, 32, 1, 1, scale=0.3), _init("b2", 8, scale=0.1),
+             _init("w3", 32, 8, 1, 1, scale=0.3), _init("b3", 32, scale=0.1),
+             _init("w4", 16, 32, 1, 1, scale=0.2), _init("b4", 16, scale=0.1),
+             _init("wf", 10, 16), _init("bf", 10, scale=0.1)]
+    graph = helper.make_graph(
+        nodes, "mobile_block", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                              [1, 16, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 #: (builder, ops on a VNNI CPU, ops on a GPU target)
 MODELS = {"conv_net": (conv_net, {"qconv2d": 3, "conv2d": 2, "qmatmul": 1},
                        {"conv2d": 5, "matmul": 1}),
+          "mobile_block": (mobile_block, {"qconv2d": 2, "conv2d": 3, "qmatmul": 1},
+                           {"conv2d": 5, "matmul": 1}),
           "mlp": (mlp, {"qmatmul": 3}, {"matmul": 3})}
 ACTIVATIONS = ["uint8", "int8"]
 
