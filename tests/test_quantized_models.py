@@ -6,10 +6,9 @@ MobileNetV3 block (HardSwish, squeeze and excitation with HardSigmoid and Mul, a
 residual add) and an MLP (MatMul + Add, Gemm with a transposed weight, MatMul) are
 quantized by ONNX Runtime's own tool (QDQ, int8 per-channel weights; uint8 and int8
 activations). tensorsmith computes their dense convolutions and products with integer
-ops (passes/integer_products.py);
-the result must be within one quantization step of the output of ONNX Runtime with its
-graph optimizations off (ONNX's QDQ semantics: float compute of the dequantized
-values). On the CPU, the integer weights are stored as int8.
+ops (passes/integer_products.py); the result must be within one quantization step of
+the output of ONNX Runtime with its graph optimizations off (ONNX's QDQ semantics: float
+compute of the dequantized values). On the CPU, the integer weights are stored as int8.
 """
 
 from __future__ import annotations
