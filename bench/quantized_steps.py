@@ -65,6 +65,7 @@ class Layer:
     counts: dict[str, np.ndarray] = field(default_factory=dict)  # engine -> [1, 2, 3+ steps]
     fresh: dict[str, int] = field(default_factory=dict)
     exact: dict[str, int] = field(default_factory=dict)  # fresh ones the engine rounds exactly
+    worst: dict[str, int] = field(default_factory=dict)  # the largest fresh one, in steps
     reference_exact: dict[str, int] = field(default_factory=dict)
 
 
@@ -223,6 +224,7 @@ def compare(model: onnx.ModelProto, feeds: list[Arrays], engines: dict[str, list
         for layer in layers:
             layer.counts[name] = np.zeros(3, np.int64)
             layer.fresh[name] = layer.exact[name] = layer.reference_exact[name] = 0
+            layer.worst[name] = 0
         for got, ref in zip(runs, reference):
             for layer in layers:
                 _compare_layer(layer, name, got, ref, weights)
@@ -245,6 +247,7 @@ def _compare_layer(layer: Layer, engine: str, got: Arrays, ref: Arrays,
     layer.fresh[engine] += len(where)
     if not len(where):
         return
+    layer.worst[engine] = max(layer.worst[engine], int(steps[fresh].max()))
     inputs = [weights[i] if i in weights else ref[i].astype(np.float64) for i in node.input]
     exact = _exact(node, inputs, differ.shape, where)
     if exact is None:
@@ -350,6 +353,7 @@ def _report(args: argparse.Namespace, qdq: onnx.ModelProto, layers: list[Layer],
     on_side = {name: sum(layer.exact[name] for layer in layers) for name in engines}
     ref_side = {name: sum(layer.reference_exact[name] for layer in layers) for name in engines}
     values = sum(r[layer.name].size for r in ref for layer in layers)
+    worst = {name: max(layer.worst[name] for layer in layers) for name in engines}
     lines = [
         f"{args.model}, quantized by {args.quantizer} (minmax, {args.calib} calibration "
         f"images, QDQ), {args.images} images; tensorsmith target: {args.target}; host ISA: "
@@ -358,8 +362,8 @@ def _report(args: argparse.Namespace, qdq: onnx.ModelProto, layers: list[Layer],
         "optimizations (ONNX's QDQ semantics), in steps of its own scale; summed over the "
         "images; only layers with a difference are listed",
         *(f"{name}: output {finals[name]:.2f} steps at most; of {values:,} quantized values, "
-          f"{totals[name]} fresh "
-          f"differences, of which {name} rounds as the exact value does in "
+          f"{totals[name]} fresh differences ({worst[name]} step at most), of which {name} "
+          f"rounds as the exact value does in "
           f"{on_side[name]}, ONNX Runtime in {ref_side[name]}" for name in engines),
         f"outputs of {args.outputs} images within one step of the reference's (the largest "
         f"difference): " + ", ".join(f"{name} {_within(steps)}"
