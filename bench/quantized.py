@@ -10,10 +10,14 @@ The float model (bench/models.py, random but fixed weights) is quantized post-tr
 seeded random images), by ``tensorsmith quantize`` or, with ``--quantizer onnxruntime``,
 by ONNX Runtime's own tool (quantize_static, QDQ format: a benchmark dependency only).
 ``--eval`` other images give the top-1 agreement of the int8 model with the float one,
-run by tensorsmith and by ONNX Runtime. Then four engines are
-timed in alternating blocks, 2 threads each: tensorsmith float, tensorsmith on the QDQ
-model, ONNX Runtime float, ONNX Runtime on the QDQ model (its int8 kernels). Prints the
-table, writes bench/results/quantized_<model>_<isa>_<date>.txt.
+run by tensorsmith and by ONNX Runtime. Where the output is quantized, the int8 outputs
+are compared in quantization steps of it: tensorsmith's, ONNX Runtime's int8 kernels' and
+ONNX Runtime's without graph optimizations (ONNX's QDQ semantics), per image; and the
+last against itself on inputs moved by one float32 ulp, the model's own sensitivity to
+float rounding (bench/quantized_steps.py follows the differences layer by layer). Then
+four engines are timed in alternating blocks, 2 threads each: tensorsmith float,
+tensorsmith on the QDQ model, ONNX Runtime float, ONNX Runtime on the QDQ model (its int8
+kernels). Prints the table, writes bench/results/quantized_<model>_<isa>_<date>.txt.
 """
 
 from __future__ import annotations
@@ -102,6 +106,37 @@ def _output_step(model: onnx.ModelProto) -> float | None:
     return None if scale is None or scale.size != 1 else float(scale.reshape(-1)[0])
 
 
+def _steps(got: list[np.ndarray], want: list[np.ndarray], step: float) -> np.ndarray:
+    """Per image, the largest difference of an output element in quantization steps
+    (both outputs are dequantized with the same scale, so these are whole numbers)."""
+    return np.array([float(np.max(np.abs(g.astype(np.float64) - w))) / step
+                     for g, w in zip(got, want)])
+
+
+def _within(steps: np.ndarray) -> str:
+    """``"images within one step/images (the largest difference)"``."""
+    return (f"{int(np.sum(steps <= 1.0 + 1e-3))}/{steps.size} "
+            f"({steps.max():.2f})")
+
+
+def sensitivity(model: onnx.ModelProto, feeds: list[dict[str, np.ndarray]]) -> np.ndarray:
+    """Per image, how many steps ONNX Runtime's reference output moves when every input
+    value moves by one float32 ulp (seeded random directions): the model's own
+    sensitivity to float rounding, the floor under any step bound of its output."""
+    session = _reference_session(model)
+    output = model.graph.output[0].name
+    step = _output_step(model)
+    assert step, "the output is not quantized"
+    g = np.random.default_rng(0)
+    out = []
+    for f in feeds:
+        moved = {k: np.nextafter(v, np.where(g.random(v.shape) < 0.5, np.inf, -np.inf)
+                                 .astype(v.dtype)) for k, v in f.items()}
+        a, b = (session.run([output], x)[0] for x in (f, moved))
+        out.append(float(np.max(np.abs(a.astype(np.float64) - b))) / step)
+    return np.array(out)
+
+
 def _compile(model: onnx.ModelProto, path: Path, target: str, threads: int) -> Any:
     graph, params = from_onnx(model, shape=input_shapes(model))
     build(graph, target=target, params=params).export_library(path)
@@ -161,12 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     rel = max(float(np.max(np.abs(d[1] - d[0])) / np.max(np.abs(d[0]))) for d in diffs)
     step = _output_step(qdq)
     reference = _reference_session(qdq)  # ONNX's QDQ semantics, no integer kernels
-    ref = [reference.run(None, f)[0] for f in evaluation[:4]]
+    ref = [reference.run(None, f)[0] for f in evaluation]
     steps = steps_ref = steps_ort = None
-    if step:
-        steps = max(float(np.max(np.abs(d[1] - d[3]))) for d in diffs) / step
-        steps_ref = max(float(np.max(np.abs(d[1] - r))) for d, r in zip(diffs, ref)) / step
-        steps_ort = max(float(np.max(np.abs(d[3] - r))) for d, r in zip(diffs, ref)) / step
+    if step:  # per image: the largest difference of an output element, in steps
+        steps = _steps([d[1] for d in outputs], [d[3] for d in outputs], step)
+        steps_ref = _steps([d[1] for d in outputs], ref, step)
+        steps_ort = _steps([d[3] for d in outputs], ref, step)
     feeds = evaluation[0]
     stats = interleaved([lambda: ts_float.run(feeds), lambda: ts_int8.run(feeds),
                          lambda: ort_float.run(None, {name: feeds[name]}),
@@ -187,11 +222,19 @@ def main(argv: list[str] | None = None) -> int:
         f"{agree_ts:.0%}, ONNX Runtime {agree_ort:.0%}; largest relative difference of the "
         f"logits (tensorsmith, 4 images) {rel:.3f}",
         "tensorsmith int8, largest difference in quantization steps of the output (4 images): "
-        + (f"{steps_ref:.2f} against ONNX Runtime without graph optimizations (ONNX's QDQ "
-           f"semantics), {steps:.2f} against its optimized int8 kernels (which requantize "
-           f"in fixed point); those two differ from each other by {steps_ort:.2f}"
+        + (f"{steps_ref[:4].max():.2f} against ONNX Runtime without graph optimizations "
+           f"(ONNX's QDQ semantics), {steps[:4].max():.2f} against its optimized int8 kernels "
+           f"(which requantize in fixed point); those two differ from each other by "
+           f"{steps_ort[:4].max():.2f}"
            if steps is not None and steps_ref is not None and steps_ort is not None
            else "n/a (the output is not quantized)"),
+        *([f"over all {args.eval} images, images whose output is within one step (largest "
+           f"difference): tensorsmith int8 and ONNX Runtime without optimizations "
+           f"{_within(steps_ref)}, tensorsmith int8 and ONNX Runtime int8 {_within(steps)}, "
+           f"ONNX Runtime int8 and ONNX Runtime without optimizations {_within(steps_ort)}; "
+           f"ONNX Runtime without optimizations and itself on inputs moved by one float32 ulp "
+           f"{_within(sensitivity(qdq, evaluation))}"]
+          if steps is not None and steps_ref is not None and steps_ort is not None else []),
         f"files: float.onnx {sizes['float.onnx']:,} B, int8.onnx {sizes['int8.onnx']:,} B, "
         f"float.so {sizes['float.so']:,} B, int8.so {sizes['int8.so']:,} B",
         "",

@@ -1,13 +1,14 @@
 """int8 QDQ models through the full stack on every target, against ONNX Runtime.
 
 A small convolutional net (a 3-channel strided stem, 3x3 convolutions with a residual
-add, max pooling, a 1x1 convolution, a depthwise one, global pooling, a Gemm) and an MLP
-(MatMul + Add, Gemm with a transposed weight, MatMul) are quantized by ONNX Runtime's own
-tool (QDQ, int8 per-channel weights; uint8 and int8 activations). tensorsmith computes
-their dense convolutions and products with integer ops (passes/integer_products.py);
-the result must be within one quantization step of the output of ONNX Runtime with its
-graph optimizations off (ONNX's QDQ semantics: float compute of the dequantized
-values). On the CPU, the integer weights are stored as int8.
+add, max pooling, a 1x1 convolution, a depthwise one, global pooling, a Gemm), a
+MobileNetV3 block (HardSwish, squeeze and excitation with HardSigmoid and Mul, a
+residual add) and an MLP (MatMul + Add, Gemm with a transposed weight, MatMul) are
+quantized by ONNX Runtime's own tool (QDQ, int8 per-channel weights; uint8 and int8
+activations). tensorsmith computes their dense convolutions and products with integer
+ops (passes/integer_products.py); the result must be within one quantization step of
+the output of ONNX Runtime with its graph optimizations off (ONNX's QDQ semantics: float
+compute of the dequantized values). On the CPU, the integer weights are stored as int8.
 """
 
 from __future__ import annotations
@@ -79,9 +80,40 @@ def mlp() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def mobile_block() -> onnx.ModelProto:
+    """A MobileNetV3 block: a 1x1 expansion, HardSwish, a depthwise 3x3, squeeze and
+    excitation (global pooling, two 1x1 convolutions, HardSigmoid, Mul), a 1x1
+    projection added to the block's input, then pooling and a Gemm."""
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "w0", "b0"], ["c0"]), node("HardSwish", ["c0"], ["h0"]),
+        node("Conv", ["h0", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], group=32),
+        node("HardSwish", ["c1"], ["h1"]),
+        node("GlobalAveragePool", ["h1"], ["g1"]), node("Conv", ["g1", "w2", "b2"], ["c2"]),
+        node("Relu", ["c2"], ["r2"]), node("Conv", ["r2", "w3", "b3"], ["c3"]),
+        node("HardSigmoid", ["c3"], ["e3"], alpha=1.0 / 6.0),
+        node("Mul", ["h1", "e3"], ["m3"]), node("Conv", ["m3", "w4", "b4"], ["c4"]),
+        node("Add", ["c4", "x"], ["s4"]),
+        node("GlobalAveragePool", ["s4"], ["gp"]), node("Flatten", ["gp"], ["f"]),
+        node("Gemm", ["f", "wf", "bf"], ["y"], transB=1)]
+    inits = [_init("w0", 32, 16, 1, 1, scale=0.3), _init("b0", 32, scale=0.1),
+             _init("w1", 32, 1, 3, 3, scale=0.3), _init("b1", 32, scale=0.1),
+             _init("w2", 8, 32, 1, 1, scale=0.3), _init("b2", 8, scale=0.1),
+             _init("w3", 32, 8, 1, 1, scale=0.3), _init("b3", 32, scale=0.1),
+             _init("w4", 16, 32, 1, 1, scale=0.2), _init("b4", 16, scale=0.1),
+             _init("wf", 10, 16), _init("bf", 10, scale=0.1)]
+    graph = helper.make_graph(
+        nodes, "mobile_block", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                              [1, 16, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 #: (builder, ops on a VNNI CPU, ops on a GPU target)
 MODELS = {"conv_net": (conv_net, {"qconv2d": 3, "conv2d": 2, "qmatmul": 1},
                        {"conv2d": 5, "matmul": 1}),
+          "mobile_block": (mobile_block, {"qconv2d": 2, "conv2d": 3, "qmatmul": 1},
+                           {"conv2d": 5, "matmul": 1}),
           "mlp": (mlp, {"qmatmul": 3}, {"matmul": 3})}
 ACTIVATIONS = ["uint8", "int8"]
 
@@ -327,3 +359,45 @@ def test_integer_ops_compute_on_every_target(kind: str, target: str, tmp_path: P
     with rt.load(artifact, device=device_of(target)) as module:
         got = module.run(feeds)[0]
     assert got.dtype == np.int32 and np.array_equal(got, want)
+
+
+def _near_ties(scale: np.float32, count: int) -> np.ndarray:
+    """``count`` float32 values an ulp or two from a tie ``(k + 0.5) * scale`` (k in
+    -127..126), whose quotient ``x / scale`` rounds one way and ``x * (1 / scale)`` the
+    other: where a quantize step computed with a reciprocal is a whole step off."""
+    ties = ((np.arange(-127, 127) + 0.5) * np.float64(scale)).astype(np.float32)
+    x = np.concatenate([ties, *(np.nextafter(ties, np.float32(d)) for d in (-np.inf, np.inf)),
+                        *(np.nextafter(np.nextafter(ties, np.float32(d)), np.float32(d))
+                          for d in (-np.inf, np.inf))])
+    differ = np.rint(x / scale) != np.rint(x * (np.float32(1) / scale))
+    picked = np.unique(x[differ])
+    assert picked.size >= count, f"only {picked.size} values near a tie"
+    return np.random.default_rng(5).permutation(picked)[:count]
+
+
+def test_quantize_rounds_the_exact_quotient_on_every_target(target: str,
+                                                            tmp_path: Path) -> None:
+    """QuantizeLinear rounds ``x / scale`` as divided in float32 (ties to even): on values
+    where the quotient and the product with the reciprocal round differently, every
+    target's result is ONNX Runtime's (without optimizations) exactly. The LLVM backend
+    multiplied by the reciprocal (fast-math ``arcp``) and was a step off on all of them."""
+    scale = np.float32(0.07932984)
+    x = _near_ties(scale, 64).reshape(1, 4, 4, 4)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])]
+    model = helper.make_model(helper.make_graph(
+        nodes, "quantize_ties", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                               x.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, x.shape)],
+        [numpy_helper.from_array(np.asarray(scale), "s"),
+         numpy_helper.from_array(np.asarray(128, np.uint8), "z")]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    want = _reference(model, {"x": x})
+    graph, params = from_onnx(model)
+    artifact = tmp_path / f"m{Target.parse(target).info.suffix}"
+    build(graph, target=target, params=params).export_library(artifact)
+    with rt.load(artifact, device=device_of(target)) as module:
+        got = module.run({"x": x})[0]
+    steps = np.rint(np.abs(got.astype(np.float64) - want) / scale)
+    assert np.array_equal(got, want), (
+        f"{target}: {int(np.count_nonzero(steps))} of {x.size} values a step off")
