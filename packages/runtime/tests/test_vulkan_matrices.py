@@ -15,14 +15,10 @@ import pytest
 
 from tensorsmith.runtime import DeviceError
 from tensorsmith.runtime.vulkan.instance import MatrixProperty, PhysicalDevice
+from tensorsmith.runtime.vulkan.matrix_properties import FlexibleShape
 from tensorsmith.runtime.vulkan.model import VulkanModel
 from tensorsmith.runtime.vulkan.probe import describe, target_string
-from tensorsmith.runtime.vulkan.workgroup_matrix import (
-    FEATURES,
-    FlexibleShape,
-    RawStruct,
-    WorkgroupMatrices,
-)
+from tensorsmith.runtime.vulkan.workgroup_matrix import FEATURES, RawStruct, WorkgroupMatrices
 
 NEEDS = {"shapes": ["16x16x16 float16*float16+float32"], "subgroup_size": 32}
 

@@ -15,8 +15,9 @@ from typing import Any
 
 from tensorsmith.runtime.errors import DeviceError
 
-from . import workgroup_matrix
+from . import matrix_properties, workgroup_matrix
 from .loader import INSTALL_DRIVER, import_vulkan
+from .matrix_properties import MatrixProperty
 from .workgroup_matrix import WorkgroupMatrices
 
 __all__ = ["MatrixProperty", "PhysicalDevice", "list_devices", "physical_devices", "vk"]
@@ -48,41 +49,6 @@ EXTENSION_OF = {"storageBuffer8BitAccess": "VK_KHR_8bit_storage",
                 **{f: workgroup_matrix.EXTENSION for f in workgroup_matrix.USED_FEATURES}}
 #: Features whose extension is needed on every version (not core in Vulkan 1.2).
 EXTENSION_ALWAYS = frozenset({"cooperativeMatrix", *workgroup_matrix.USED_FEATURES})
-#: VkComponentTypeKHR -> dtype, and the scope a cooperative matrix of tensorsmith uses.
-COMPONENT_TYPES = {0: "float16", 1: "float32", 2: "float64", 3: "int8", 4: "int16",
-                   5: "int32", 6: "int64", 7: "uint8", 8: "uint16", 9: "uint32", 10: "uint64"}
-SCOPE_NAMES = {1: "device", 2: "workgroup", 3: "subgroup", 5: "queue family"}
-
-
-@dataclass(frozen=True)
-class MatrixProperty:
-    """One entry of vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR."""
-
-    m: int
-    n: int
-    k: int
-    a: str
-    b: str
-    c: str
-    result: str
-    saturating: bool
-    scope: str
-
-    @property
-    def shape(self) -> str | None:
-        """The text the compiler writes for a product of this shape (tensorsmith.ir
-        MatrixShape: ``16x16x16 float16*float16+float32``), for the subgroup-scope,
-        non-saturating entries whose result is the accumulator's type; else None."""
-        if self.scope != "subgroup" or self.saturating or self.result != self.c:
-            return None
-        return f"{self.m}x{self.n}x{self.k} {self.a}*{self.b}+{self.c}"
-
-    def __str__(self) -> str:
-        sat = ", saturating" if self.saturating else ""
-        return (f"{self.m}x{self.n}x{self.k} {self.a} x {self.b} + {self.c} -> {self.result} "
-                f"({self.scope}{sat})")
-
-
 @dataclass
 class PhysicalDevice:
     """A physical device: its handle and the properties the executor needs."""
@@ -231,9 +197,9 @@ def _describe(vk: Any, instance_handle: Any, handle: Any, order: int) -> Physica
              for i in range(memory.memoryTypeCount)]
     type_code = int(props.deviceType)
     features = _features(vk, handle, api, extensions)
-    matrices = _matrix_properties(vk, instance_handle, handle) \
+    matrices = matrix_properties.query(vk, instance_handle, handle) \
         if features.get("cooperativeMatrix") else []
-    held = workgroup_matrix.query(vk, instance_handle, handle, COMPONENT_TYPES, SCOPE_NAMES) \
+    held = workgroup_matrix.query(vk, instance_handle, handle) \
         if all(features.get(f) for f in workgroup_matrix.USED_FEATURES) else None
     return PhysicalDevice(
         handle=handle, name=str(props.deviceName), type_name=_TYPE_NAMES.get(type_code, "other"),
@@ -253,25 +219,6 @@ def _subgroup_size(vk: Any, handle: Any, api: tuple[int, int, int]) -> int:
         sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, pNext=sub)
     vk.vkGetPhysicalDeviceProperties2(handle, props)
     return int(sub.subgroupSize)
-
-
-def _matrix_properties(vk: Any, instance_handle: Any, handle: Any) -> list[MatrixProperty]:
-    """The device's cooperative-matrix products (VK_KHR_cooperative_matrix); none where
-    the query is not available."""
-    try:
-        query = vk.vkGetInstanceProcAddr(instance_handle,
-                                         "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR")
-        entries = query(handle)
-    except (vk.VkError, vk.VkException, AttributeError, TypeError):
-        return []
-    out = []
-    for p in entries:
-        a, b, c, result = (COMPONENT_TYPES.get(int(t), f"type{int(t)}")
-                           for t in (p.AType, p.BType, p.CType, p.ResultType))
-        out.append(MatrixProperty(int(p.MSize), int(p.NSize), int(p.KSize), a, b, c, result,
-                                  bool(p.saturatingAccumulation),
-                                  SCOPE_NAMES.get(int(p.scope), f"scope{int(p.scope)}")))
-    return out
 
 
 def _features(vk: Any, handle: Any, api: tuple[int, int, int], extensions: set[str]

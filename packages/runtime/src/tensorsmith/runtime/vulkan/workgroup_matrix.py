@@ -14,6 +14,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from .matrix_properties import FlexibleShape, scope_name, type_name
+
 EXTENSION = "VK_NV_cooperative_matrix2"
 #: VkStructureType values of the extension (extension number 594).
 FEATURES_STYPE = 1000593000
@@ -79,34 +81,6 @@ def features_struct(vk: Any, next_: Any, enable: dict[str, bool]) -> RawStruct:
 
 
 @dataclass(frozen=True)
-class FlexibleShape:
-    """One VkCooperativeMatrixFlexibleDimensionsPropertiesNV entry: blocks of multiples
-    of ``m`` x ``n`` x ``k`` in workgroups of ``invocations``."""
-
-    m: int
-    n: int
-    k: int
-    a: str
-    b: str
-    c: str
-    result: str
-    saturating: bool
-    scope: str
-    invocations: int
-
-    @property
-    def usable(self) -> bool:
-        """Whether tensorsmith's kernels may use it: workgroup scope, non-saturating,
-        a result of the accumulator's type, the same type for both inputs."""
-        return (self.scope == "workgroup" and not self.saturating and self.result == self.c
-                and self.a == self.b)
-
-    def __str__(self) -> str:
-        return (f"{self.m}x{self.n}x{self.k} granularity, {self.a} x {self.b} + {self.c} -> "
-                f"{self.result} ({self.scope}, {self.invocations} invocations)")
-
-
-@dataclass(frozen=True)
 class WorkgroupMatrices:
     """What a device offers of workgroup-held matrices."""
 
@@ -123,8 +97,7 @@ class WorkgroupMatrices:
             and m % s.m == 0 and n % s.n == 0 and k % s.k == 0 for s in self.shapes)
 
 
-def query(vk: Any, instance_handle: Any, handle: Any, types: dict[int, str],
-          scopes: dict[int, str]) -> WorkgroupMatrices | None:
+def query(vk: Any, instance_handle: Any, handle: Any) -> WorkgroupMatrices | None:
     """The device's workgroup-held matrices, or None where the query fails."""
     props = RawStruct(vk, PROPERTIES_STYPE, PROPERTIES)
     head = vk.VkPhysicalDeviceProperties2(
@@ -149,17 +122,15 @@ def query(vk: Any, instance_handle: Any, handle: Any, types: dict[int, str],
     for i in range(count[0]):
         e = dict(zip(FLEXIBLE_DIMENSIONS, struct.unpack_from(
             f"<{len(FLEXIBLE_DIMENSIONS)}I", memory, i * size + _HEADER)))
-        a, b, c, r = (types.get(e[t], f"type{e[t]}")
-                      for t in ("AType", "BType", "CType", "ResultType"))
+        a, b, c, r = (type_name(e[t]) for t in ("AType", "BType", "CType", "ResultType"))
         shapes.append(FlexibleShape(e["MGranularity"], e["NGranularity"], e["KGranularity"],
                                     a, b, c, r, bool(e["saturatingAccumulation"]),
-                                    scopes.get(e["scope"], f"scope{e['scope']}"),
-                                    e["workgroupInvocations"]))
+                                    scope_name(e["scope"]), e["workgroupInvocations"]))
     return WorkgroupMatrices(props.cooperativeMatrixFlexibleDimensionsMaxDimension,
                              props.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize,
                              props.cooperativeMatrixWorkgroupScopeReservedSharedMemory,
                              tuple(shapes))
 
 
-__all__ = ["EXTENSION", "FEATURES", "USED_FEATURES", "FlexibleShape", "RawStruct",
+__all__ = ["EXTENSION", "FEATURES", "USED_FEATURES", "RawStruct",
            "WorkgroupMatrices", "features_struct", "query"]
