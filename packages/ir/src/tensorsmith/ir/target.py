@@ -123,6 +123,16 @@ class Target:
             options[key] = value or "1"
         return Target(kind, options)
 
+    def flag(self, key: str, default: bool = False) -> bool:
+        """The on/off option ``-key=1`` (or 0, true/false, yes/no); ``default`` when not
+        given. A TargetError names any other value, so a typo is not read as "off"."""
+        value = self.options.get(key)
+        if value is None:
+            return default
+        if value.lower() not in ("0", "1", "true", "false", "yes", "no"):
+            raise TargetError(f"target '{self}': -{key}={value} is not 0 or 1")
+        return value.lower() in ("1", "true", "yes")
+
     @property
     def info(self) -> TargetInfo:
         """The record of the plug-in that provides this target."""

@@ -54,15 +54,8 @@ def describe_gpu(target: Target) -> GpuResources:
     default_shared = COOPERATIVE_SHARED_BYTES if shapes else BASELINE_GPU.shared_bytes
     return GpuResources(shapes, _int(target, "subgroup-size", BASELINE_GPU.subgroup_size),
                         _int(target, "shared-memory", default_shared),
-                        _flag(target, "float16-arithmetic"),
+                        target.flag("float16-arithmetic"),
                         _int(target, "max-invocations", BASELINE_GPU.max_invocations))
-
-
-def _flag(target: Target, key: str) -> bool:
-    value = target.options.get(key, "0").lower()
-    if value not in ("0", "1", "true", "false", "yes", "no"):
-        raise TargetError(f"target '{target}': -{key}={value} is not 0 or 1")
-    return value in ("1", "true", "yes")
 
 
 def _int(target: Target, key: str, default: int) -> int:
