@@ -66,7 +66,9 @@ class GpuResources:
     ``float16_arithmetic``: float16 values are computed in float16 (the device has
     float16 arithmetic, Vulkan's shaderFloat16) rather than widened to float32;
     ``max_invocations``: invocations of one workgroup at most (every Vulkan device
-    takes 256; NVIDIA's take 1024).
+    takes 256; NVIDIA's take 1024); ``integer_dot_product``: an instruction for the dot
+    of two words of four bytes (Vulkan's shaderIntegerDotProduct), what the integer ops'
+    reductions are written for (ops/integer.py).
     """
 
     matrix_shapes: tuple[MatrixShape, ...] = ()
@@ -74,6 +76,7 @@ class GpuResources:
     shared_bytes: int = 16384
     float16_arithmetic: bool = False
     max_invocations: int = 256
+    integer_dot_product: bool = False
 
     def matrix_shape(self, a: str, c: str) -> MatrixShape | None:
         """The first offered shape multiplying ``a`` inputs (both) into ``c``, or None."""

@@ -20,6 +20,9 @@ runtime refuses, at load, an artifact whose kernels need what the device lacks:
 * ``-float16-arithmetic=1``: compute float16 values in float16 (the device needs
   shaderFloat16, which the artifact then lists) instead of widening each to float32;
   what the graph computes in float32 (matmul sums of float16, casts) stays float32.
+* ``-integer-dot-product=1``: the integer ops' four-byte dots are one packed dot
+  instruction (the device needs shaderIntegerDotProduct, which the artifact then lists:
+  Vulkan 1.3, or VK_KHR_shader_integer_dot_product).
 """
 
 from __future__ import annotations
@@ -55,7 +58,8 @@ def describe_gpu(target: Target) -> GpuResources:
     return GpuResources(shapes, _int(target, "subgroup-size", BASELINE_GPU.subgroup_size),
                         _int(target, "shared-memory", default_shared),
                         target.flag("float16-arithmetic"),
-                        _int(target, "max-invocations", BASELINE_GPU.max_invocations))
+                        _int(target, "max-invocations", BASELINE_GPU.max_invocations),
+                        target.flag("integer-dot-product"))
 
 
 def _int(target: Target, key: str, default: int) -> int:

@@ -33,17 +33,20 @@ STORAGE_16BIT = ("storageBuffer16BitAccess",)
 FLOAT16_INT8 = ("shaderFloat16", "shaderInt8")
 MEMORY_MODEL = ("vulkanMemoryModel",)
 COOPERATIVE_MATRIX = ("cooperativeMatrix",)
+INTEGER_DOT_PRODUCT = ("shaderIntegerDotProduct",)
 #: Every feature above, in one tuple: what is queried and what a context enables.
 ALL_FEATURES = (*CORE_FEATURES, *STORAGE_8BIT, *STORAGE_16BIT, *FLOAT16_INT8, *MEMORY_MODEL,
-                *COOPERATIVE_MATRIX)
+                *COOPERATIVE_MATRIX, *INTEGER_DOT_PRODUCT)
 #: Device extensions that provide the features above on Vulkan 1.1 devices.
 EXTENSION_OF = {"storageBuffer8BitAccess": "VK_KHR_8bit_storage",
                 "shaderFloat16": "VK_KHR_shader_float16_int8",
                 "shaderInt8": "VK_KHR_shader_float16_int8",
                 "vulkanMemoryModel": "VK_KHR_vulkan_memory_model",
-                "cooperativeMatrix": "VK_KHR_cooperative_matrix"}
-#: Features whose extension is needed on every version (not core in Vulkan 1.2).
-EXTENSION_ALWAYS = frozenset({"cooperativeMatrix"})
+                "cooperativeMatrix": "VK_KHR_cooperative_matrix",
+                "shaderIntegerDotProduct": "VK_KHR_shader_integer_dot_product"}
+#: Features whose extension is needed on every version (not core in Vulkan 1.2, the
+#: version the instance asks for).
+EXTENSION_ALWAYS = frozenset({"cooperativeMatrix", "shaderIntegerDotProduct"})
 #: VkComponentTypeKHR -> dtype, and the scope a cooperative matrix of tensorsmith uses.
 COMPONENT_TYPES = {0: "float16", 1: "float32", 2: "float64", 3: "int8", 4: "int16",
                    5: "int32", 6: "int64", 7: "uint8", 8: "uint16", 9: "uint32", 10: "uint64"}
@@ -312,6 +315,11 @@ def feature_chain(vk: Any, api: tuple[int, int, int], extensions: set[str],
             sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
             pNext=tail[-1] if tail else vk.ffi.NULL,
             cooperativeMatrix=on["cooperativeMatrix"]))
+    if "VK_KHR_shader_integer_dot_product" in extensions:
+        tail.append(vk.VkPhysicalDeviceShaderIntegerDotProductFeatures(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
+            pNext=tail[-1] if tail else vk.ffi.NULL,
+            shaderIntegerDotProduct=on["shaderIntegerDotProduct"]))
     tail.append(vk.VkPhysicalDevice16BitStorageFeatures(
         sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
         pNext=tail[-1] if tail else vk.ffi.NULL,
