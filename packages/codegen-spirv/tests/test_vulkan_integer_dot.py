@@ -53,10 +53,11 @@ def test_dots_are_packed_and_valid(rng: np.random.Generator) -> None:
     assert SUDOT in text and "PackedVectorFormat4x8Bit" in text
     assert "OpCapability DotProductInput4x8BitPacked" in text
     assert 'OpExtension "SPV_KHR_integer_dot_product"' in text
-    # one packed dot per reduction step, in place of eight byte loads widened to int32
-    assert text.count(SUDOT) == 1 and text.count("OpLoad %uint") == 2
+    # a packed dot on two word loads in place of each four byte products, whose eight
+    # byte loads are widened to int32 (S/UConvert) in the plain kernel
+    assert text.count("OpLoad %uint") == 2 * text.count(SUDOT)
     assert "OpSConvert" not in text and "OpUConvert" not in text
-    assert plain.source().count("OpSConvert") == 4
+    assert plain.source().count("OpSConvert") == 4 * text.count(SUDOT)
     assert "shaderIntegerDotProduct" in packed.features()
     packed.validate()
     assert SUDOT not in plain.source() and "shaderIntegerDotProduct" not in plain.features()

@@ -39,6 +39,8 @@ from .gpu_conv import is_conv, schedule_conv
 from .gpu_coop import schedule_coop
 from .gpu_gemm import ask_tiles as ask_gemm_tiles
 from .gpu_gemm import is_gemm, schedule_gemm, up_to
+from .gpu_integer import ask_tiles as ask_integer_tiles
+from .gpu_integer import is_integer_gemm
 from .knobs import Choose
 
 WORKGROUP_SIZE = 64
@@ -88,6 +90,10 @@ class GpuRules:
         """A matrix product gets the tiles of gpu_gemm.py; other reductions are shared by
         a workgroup when long (:meth:`workgroup_reduction`), else spread one output per
         invocation."""
+        if is_integer_gemm(st):
+            schedule_gemm(self.s, st, ask_integer_tiles(st, self.choose), staged=False)
+            self.epilogue(st)
+            return
         if is_gemm(st):
             consumer = epilogue_consumer(st, self.out_ids, stage_readers(self.s))
             epilogue = self.s[consumer] if consumer is not None else None
