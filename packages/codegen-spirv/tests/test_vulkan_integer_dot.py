@@ -7,6 +7,7 @@ form stays, and so it does without the option."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -93,7 +94,16 @@ def test_unpackable_dots_keep_the_plain_form(rng: np.random.Generator,
 
 
 def test_the_device_probe_reports_the_feature() -> None:
-    from tensorsmith.runtime.vulkan.probe import describe_all
+    """Each device says whether it has the feature; the target string for one that has it
+    asks for packed dots, and for one without it does not."""
+    from tensorsmith.runtime.vulkan.instance import physical_devices
+    from tensorsmith.runtime.vulkan.probe import describe, target_string
 
-    for device in describe_all():
-        assert "shaderIntegerDotProduct" in device["features"], device["name"]
+    for index, dev in enumerate(physical_devices()):
+        facts = describe(dev, index)
+        has = facts["features"]["shaderIntegerDotProduct"]
+        assert ("-integer-dot-product=1" in facts["target"]) == has, facts
+        without = replace(dev, features={**dev.features, "shaderIntegerDotProduct": False})
+        assert "-integer-dot-product" not in target_string(without)
+        with_it = replace(dev, features={**dev.features, "shaderIntegerDotProduct": True})
+        assert target_string(with_it).endswith(" -integer-dot-product=1")
