@@ -39,8 +39,9 @@ from .gpu_conv import is_conv, schedule_conv
 from .gpu_coop import schedule_coop
 from .gpu_gemm import ask_tiles as ask_gemm_tiles
 from .gpu_gemm import is_gemm, schedule_gemm, up_to
+from .gpu_integer import ask_conv_tiles as ask_integer_conv_tiles
 from .gpu_integer import ask_tiles as ask_integer_tiles
-from .gpu_integer import is_integer_gemm
+from .gpu_integer import is_integer_conv, is_integer_gemm
 from .knobs import Choose
 
 WORKGROUP_SIZE = 64
@@ -79,6 +80,10 @@ class GpuRules:
     def window(self, st: Stage) -> None:
         """An ungrouped convolution gets the tiles of gpu_conv.py (where some fit the
         shared memory); other windows are reductions."""
+        if is_integer_conv(st):
+            schedule_conv(self.s, st, ask_integer_conv_tiles(st, self.choose), staged=False)
+            self.epilogue(st)
+            return
         tiles = choose_conv_tiles(st) if is_conv(st) else None
         if tiles is None:
             self.product(st)

@@ -183,13 +183,12 @@ def schedule_gemm(s: Schedule, st: Stage, tiles: GemmTiles | None = None,
     s.annotate(name, ti, "threadIdx.y")
     s.annotate(name, tj, "threadIdx.x")
     s.cache_write(name, tj)
+    if staged:
+        a, b = input_tensors(st.tensor)
+        for tensor in (a, b):
+            s.cache_read(name, tensor.name, "shared", ko, prefetch=t.prefetch)
+        for tensor in (a, b):
+            s.cache_read(name, tensor.name, "local", ki)
     for leaf in (ki, ii, jj):
         s.unroll(name, leaf)
-    if not staged:
-        return tj
-    a, b = input_tensors(st.tensor)
-    for tensor in (a, b):
-        s.cache_read(name, tensor.name, "shared", ko, prefetch=t.prefetch)
-    for tensor in (a, b):
-        s.cache_read(name, tensor.name, "local", ki)
     return tj

@@ -16,6 +16,7 @@ it replaces on lavapipe; tiled it is faster (bench/quantized_gpu.py).
 from __future__ import annotations
 
 from ..te.schedule import Stage, input_tensors
+from .gpu_conv import ConvTiles
 from .gpu_gemm import (
     MAX_INVOCATIONS,
     MAX_REGISTER_TILE,
@@ -58,4 +59,44 @@ def ask_tiles(st: Stage, choose: Choose) -> GemmTiles:
     conflict_unless(t == d or (
         t.ty * t.tx <= MAX_INVOCATIONS and t.ri * t.rj <= MAX_REGISTER_TILE
         and t.rows < 2 * rows and t.cols < 2 * cols), "the tiles exceed a device limit")
+    return t
+
+
+def is_integer_conv(st: Stage) -> bool:
+    """A plain (NCHW) qconv2d stage: axes ``(n, o, y, x)``, reduction ``(rc, ry, rx)``
+    over dots of four channels, two inputs (the padded data, inlined, and the weight)."""
+    op = st.tensor.op
+    return (op is not None and op.tag == "qconv2d" and len(op.axes) == 4
+            and len(op.reduce_axes) == 3 and len(input_tensors(st.tensor)) == 2)
+
+
+def ask_conv_tiles(st: Stage, choose: Choose) -> ConvTiles:
+    """gpu_conv.py's loops for qconv2d stage ``st``, unstaged: invocations along output
+    channels (``to``), rows (``ty``) and columns (``tx``), each an ``ri x rj`` register
+    tile of channels x pixels, the channel dots unrolled by ``kt``; sized as gpu_conv
+    sizes them (without its shared-memory bound: nothing is staged), each asked of
+    ``choose``."""
+    op = st.tensor.op
+    assert op is not None
+    _, o, oh, ow = (a.extent for a in op.axes)
+    c4 = op.reduce_axes[0].extent
+    rj = 4 if ow >= 64 else 2 if ow >= 16 else 1
+    ri = 4 if o >= 32 else 1
+    to = min(16, pow2_at_least(-(-o // ri)))
+    tx = min(pow2_at_least(-(-ow // rj)), MAX_INVOCATIONS // to)
+    ty = min(pow2_at_least(oh), max(1, MAX_INVOCATIONS // (to * tx)))
+    kt = min(c4, 2)
+    while c4 % kt:
+        kt -= 1
+    d = ConvTiles(to, ty, tx, ri, rj, kt)
+    t = ConvTiles(choose(st, "to", d.to, up_to((1, 2, 4, 8, 16, 32), pow2_at_least(o))),
+                  choose(st, "ty", d.ty, up_to((1, 2, 4, 8, 16), pow2_at_least(oh))),
+                  choose(st, "tx", d.tx, up_to((1, 2, 4, 8, 16, 32, 64), pow2_at_least(ow))),
+                  choose(st, "ri", d.ri, up_to((1, 2, 4), pow2_at_least(o))),
+                  choose(st, "rj", d.rj, up_to((1, 2, 4), pow2_at_least(ow))),
+                  choose(st, "kt", d.kt, up_to((1, 2, 4), c4)))
+    conflict_unless(t == d or (
+        t.to * t.ty * t.tx <= MAX_INVOCATIONS and t.ri * t.rj <= MAX_REGISTER_TILE
+        and t.to * t.ri < 2 * pow2_at_least(o) and t.tx * t.rj < 2 * pow2_at_least(ow)),
+        "the tiles exceed a device limit")
     return t
