@@ -1,9 +1,10 @@
 """Integer dot products on Vulkan (``vulkan -integer-dot-product=1``): the integer ops'
 four-byte dots become one ``OpSUDot`` on packed words, the modules pass spirv-val, list
 the shaderIntegerDotProduct feature, and compute the reference's int32 sums exactly on
-lavapipe (which has the feature), extremes included (no saturation). Where the bytes are
-not four adjacent ones at a word boundary (an NCHW convolution's channels) the plain
-form stays, and so it does without the option."""
+lavapipe (which has the feature), extremes included (no saturation). Where one operand's
+bytes are not four adjacent ones at a word boundary (an NCHW convolution's padded
+channels) its word is assembled from the four values; without the option the plain form
+stays."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ import numpy as np
 import pytest
 
 import tensorsmith.runtime as rt
-from tensorsmith.ir import GraphBuilder, build, run_graph
+from tensorsmith.codegen.spirv import codegen
+from tensorsmith.ir import GraphBuilder, Target, build, run_graph
 from tensorsmith.ir.graph import Graph
 from tensorsmith.ir.ops.integer import pack_conv_weight, pack_matmul_weight
+from tensorsmith.ir.te.expr import Binary, Cast, Expr, Load, Var, binary
+from tensorsmith.ir.te.stmt import Buffer, For, PrimFunc, Store
 
 pytestmark = pytest.mark.vulkan
 
@@ -81,16 +85,50 @@ def test_packed_dots_are_exact(fill: str, rng: np.random.Generator, tmp_path: Pa
         assert (want == 32 * 255 * -128).all()
 
 
-def test_unpackable_dots_keep_the_plain_form(rng: np.random.Generator,
-                                             tmp_path: Path) -> None:
-    """An NCHW convolution's four channels are a plane apart: no word holds them, so the
-    option changes nothing there and the result is still the reference's."""
-    w = rng.integers(-128, 128, (8, 8, 3, 3)).astype("int8")
-    x = rng.integers(0, 256, (1, 8, 6, 6)).astype("uint8")
+@pytest.mark.parametrize("fill", ["random", "extremes"])
+def test_assembled_words_are_exact(fill: str, rng: np.random.Generator,
+                                   tmp_path: Path) -> None:
+    """An NCHW convolution's four channels are a plane apart and padded (with the zero
+    point 7): the activation's word is assembled, the weight's loaded, and the sums are
+    the reference's, the padding's and -128's included."""
+    w = (rng.integers(-128, 128, (8, 8, 3, 3)) if fill == "random"
+         else np.full((8, 8, 3, 3), -128)).astype("int8")
+    x = (rng.integers(0, 256, (1, 8, 6, 6)) if fill == "random"
+         else np.full((1, 8, 6, 6), 255)).astype("uint8")
     graph = conv_graph(w)
-    assert SUDOT not in build(graph, target=DOT).kernels.source()
+    kernels = build(graph, target=DOT).kernels
+    text = kernels.source()
+    assert SUDOT in text and "OpShiftLeftLogical" in text and "OpBitwiseOr" in text
+    kernels.validate()
     np.testing.assert_array_equal(_run(graph, DOT, {"x": x}, tmp_path),
                                   run_graph(graph, {"x": x})[0])
+
+
+def _strided_dots(w_stride: int) -> PrimFunc:
+    """``out[i] = sum_j int32(x[8i + 2j]) * int32(w[4i + w_stride * j])``, one output per
+    invocation: the activation bytes never adjacent, the weight's adjacent at stride 1."""
+    x, w = Buffer("x", (64,), "uint8"), Buffer("w", (64,), "int8")
+    out = Buffer("out", (8,), "int32")
+    bx, tx = Var("bx"), Var("tx")
+    i = bx * 8 + tx
+    total: Expr | None = None
+    for j in range(4):
+        term = binary("mul", Cast(Load(x, (i * 8 + 2 * j,), "uint8"), "int32"),
+                      Cast(Load(w, (i * 4 + w_stride * j,), "int8"), "int32"))
+        total = term if total is None else Binary("add", total, term, "int32")
+    assert total is not None
+    body = For(bx, 1, "blockIdx.x", For(tx, 8, "threadIdx.x", Store(out, i, total)))
+    return PrimFunc("strided", [x, w, out], body, 2, 1)
+
+
+def test_a_dot_of_two_assembled_words_keeps_the_plain_form() -> None:
+    """With one operand's bytes a word, the other's word is assembled; with neither, the
+    dot stays as it is written (assembling both costs about what packing saves)."""
+    one = codegen([_strided_dots(1)], Target.parse(DOT))
+    assert SUDOT in one.source() and "shaderIntegerDotProduct" in one.features()
+    one.validate()
+    neither = codegen([_strided_dots(2)], Target.parse(DOT)).source()
+    assert SUDOT not in neither and neither.count("OpIMul %int") >= 4
 
 
 def test_the_device_probe_reports_the_feature() -> None:

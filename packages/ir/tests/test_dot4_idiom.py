@@ -42,8 +42,9 @@ def test_the_ops_dot_is_found() -> None:
     ws = [at(Binary("mul", k, c(64), "int64"), j) for j in range(4)]
     found = dot4.match(dot(xs, ws))
     assert found is not None
-    assert found.x.buffer is X and found.w.buffer is W
-    assert dot4.multiple_of(found.x.indices[0], 4) and dot4.multiple_of(found.w.indices[0], 4)
+    x, w = dot4.word(found.xs), dot4.word(found.ws)
+    assert x is not None and w is not None and x.buffer is X and w.buffer is W
+    assert dot4.multiple_of(x.indices[0], 4) and dot4.multiple_of(w.indices[0], 4)
 
 
 def test_operands_in_either_order_are_found() -> None:
@@ -52,18 +53,23 @@ def test_operands_in_either_order_are_found() -> None:
     for j in range(1, 4):
         total = Binary("add", total, product(W, xs[j], X, xs[j]), "int32")
     found = dot4.match(total)
-    assert found is not None and found.x.buffer is X and found.w.buffer is W
+    assert found is not None
+    assert all(isinstance(v, Load) and v.buffer is X for v in found.xs)
+    assert all(isinstance(v, Load) and v.buffer is W for v in found.ws)
 
 
-def test_what_is_not_the_dot() -> None:
+def test_what_is_not_the_dot_or_not_a_word() -> None:
     xs = [at(base_x(), j) for j in range(4)]
     assert dot4.match(dot(xs[:3], xs[:3])) is None  # three terms
-    assert dot4.match(dot([xs[0], xs[2], xs[1], xs[3]], xs)) is None  # not in order
     signed = Buffer("s", (256,), "int8")
     assert dot4.match(dot(xs, xs, x=signed)) is None  # int8 x int8
+    shuffled = dot4.match(dot([xs[0], xs[2], xs[1], xs[3]], xs))
+    assert shuffled is not None and dot4.word(shuffled.xs) is None  # not in order
+    assert dot4.word(shuffled.ws) is not None
     other = Buffer("x2", (256,), "uint8")
     total = Binary("add", dot(xs[:3], xs[:3]), product(other, xs[3], W, xs[3]), "int32")
-    assert dot4.match(total) is None  # two activation buffers
+    two = dot4.match(total)
+    assert two is not None and dot4.word(two.xs) is None  # two activation buffers
 
 
 def test_alignment_is_proven_only_where_it_holds() -> None:

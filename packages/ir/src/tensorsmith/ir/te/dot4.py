@@ -4,11 +4,13 @@
 
     int32(x[a]) * int32(w[b]) + int32(x[a + 1]) * int32(w[b + 1]) + ... (four terms)
 
-with ``x`` uint8 and ``w`` int8, left to right. A GPU with integer dot products computes
-that as one instruction on two 32-bit words holding the four bytes each (SPIR-V's
-``OpSUDot`` with ``PackedVectorFormat4x8Bit``), when the four bytes of each operand are
-adjacent and the first is the first byte of a word. :func:`match` finds the sum and
-:func:`multiple_of` proves that alignment from the index expression alone; codegens ask
+with ``x`` uint8 and ``w`` int8, left to right (the activation bytes may be expressions:
+an inlined padding's select). A GPU with integer dot products computes that as one
+instruction on two 32-bit words holding the four bytes each (SPIR-V's ``OpSUDot`` with
+``PackedVectorFormat4x8Bit``). An operand's word is one load where its four bytes are
+adjacent in memory and the first starts a word, and is otherwise assembled from the four
+values. :func:`match` finds the sum, :func:`word` the four adjacent bytes, and
+:func:`multiple_of` proves the alignment from the index expression alone; codegens ask
 them rather than each reading the expression's shape again.
 """
 
@@ -25,22 +27,21 @@ DOT = 4
 
 @dataclass(frozen=True)
 class Dot4:
-    """A matched dot: ``x`` (uint8) and ``w`` (int8) are the loads of the first of each
-    operand's four adjacent bytes."""
+    """A matched dot: the four uint8 values ``xs`` and the four int8 values ``ws``, in
+    the order of their products."""
 
-    x: Load
-    w: Load
+    xs: tuple[Expr, ...]
+    ws: tuple[Expr, ...]
 
 
 def match(e: Expr) -> Dot4 | None:
     """``e`` as the four-term dot, or None: ``((p0 + p1) + p2) + p3`` in int32, each ``p``
-    ``int32(x[a + j]) * int32(w[b + j])`` (either factor first), x uint8 and w int8, each
-    operand's four loads from one buffer at consecutive flat indices."""
+    ``int32(x_j) * int32(w_j)`` (either factor first), x_j uint8 and w_j int8."""
     terms = _terms(e)
     if terms is None:
         return None
-    xs: list[Load] = []
-    ws: list[Load] = []
+    xs: list[Expr] = []
+    ws: list[Expr] = []
     for a, b in terms:
         if a.dtype == "int8" and b.dtype == "uint8":
             a, b = b, a
@@ -48,16 +49,23 @@ def match(e: Expr) -> Dot4 | None:
             return None
         xs.append(a)
         ws.append(b)
-    for loads in (xs, ws):
-        if any(x.buffer is not loads[0].buffer or len(x.indices) != 1 for x in loads):
-            return None
-        if not consecutive([x.indices[0] for x in loads]):
-            return None
-    return Dot4(xs[0], ws[0])
+    return Dot4(tuple(xs), tuple(ws))
 
 
-def _terms(e: Expr) -> list[tuple[Load, Load]] | None:
-    """The (a, b) loads of the four products of a left-to-right int32 sum, or None."""
+def word(values: tuple[Expr, ...]) -> Load | None:
+    """The load of the first of ``values`` where they are loads of one flat buffer at
+    consecutive indices (one word's bytes, if the first starts a word), else None."""
+    if not all(isinstance(v, Load) and len(v.indices) == 1 for v in values):
+        return None
+    loads = [v for v in values if isinstance(v, Load)]
+    if any(x.buffer is not loads[0].buffer for x in loads):
+        return None
+    return loads[0] if consecutive([x.indices[0] for x in loads]) else None
+
+
+def _terms(e: Expr) -> list[tuple[Expr, Expr]] | None:
+    """The (a, b) factors (below their int32 casts) of the four products of a
+    left-to-right int32 sum, or None."""
     products: list[Expr] = []
     while (isinstance(e, Binary) and e.op == "add" and e.dtype == "int32"
            and len(products) < DOT - 1):
@@ -72,7 +80,7 @@ def _terms(e: Expr) -> list[tuple[Load, Load]] | None:
             return None
         factors = []
         for f in (p.a, p.b):
-            if not (isinstance(f, Cast) and f.dtype == "int32" and isinstance(f.value, Load)):
+            if not (isinstance(f, Cast) and f.dtype == "int32"):
                 return None
             factors.append(f.value)
         out.append((factors[0], factors[1]))
@@ -138,4 +146,4 @@ def _key(e: Expr) -> object:
             *(_key(c) for c in children(e)))
 
 
-__all__ = ["DOT", "Dot4", "consecutive", "linear", "match", "multiple_of"]
+__all__ = ["DOT", "Dot4", "consecutive", "linear", "match", "multiple_of", "word"]
