@@ -1,6 +1,6 @@
-"""schedules/gpu_integer.py: qmatmul tiled by the GPU rules (workgroup and register tiles,
-operands read where they are), run by the tensor-IR interpreter against the op's
-reference (exact int32 sums), with its knobs asked of ``choose``."""
+"""schedules/gpu_integer.py: qmatmul and qconv2d tiled by the GPU rules (workgroup and
+register tiles, operands read where they are), run by the tensor-IR interpreter against
+the ops' references (exact int32 sums), with their knobs asked of ``choose``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from tensorsmith.ir import te
 from tensorsmith.ir.op_registry import TensorType, get_op
-from tensorsmith.ir.ops.integer import pack_matmul_weight
+from tensorsmith.ir.ops.integer import pack_conv_weight, pack_matmul_weight
 from tensorsmith.ir.schedules import schedule_gpu
 from tensorsmith.ir.schedules.knobs import KnobConflict, KnobRecorder
 from tensorsmith.ir.te.evaluate import run_func
@@ -77,3 +77,37 @@ def test_qmatmul_knobs_are_asked_and_answered() -> None:
     with pytest.raises(KnobConflict, match="exceed a device limit"):
         _run(a, b, lambda st, knob, default, choices=(): 32 if knob in ("ty", "tx") else
              default)
+
+
+def _qconv(x: np.ndarray, w: np.ndarray, attrs: dict[str, Any], choose: Any = None
+           ) -> tuple[np.ndarray, str, KnobRecorder]:
+    opdef = get_op("qconv2d")
+    packed = pack_conv_weight(w)
+    inputs = [te.placeholder(a.shape, str(a.dtype), f"in{i}") for i, a in enumerate((x, packed))]
+    out = opdef.infer([TensorType(a.shape, str(a.dtype)) for a in (x, packed)], attrs)
+    outputs = opdef.compute(inputs, attrs, out, "t0")  # type: ignore[misc]
+    recorder = KnobRecorder()
+    s = schedule_gpu(outputs, choose=choose or recorder)
+    func = te.lower(s, inputs, outputs)
+    bufs = [x, packed, np.zeros(outputs[0].shape, np.int32)]
+    run_func(func, bufs)
+    return bufs[2], print_func(func), recorder
+
+
+@pytest.mark.parametrize("attrs", [{"pads": [1, 1, 1, 1], "zero_point": 9},
+                                   {"pads": [1, 0, 2, 1], "strides": [2, 1], "zero_point": 200}])
+def test_tiled_qconv2d_is_exact(attrs: dict[str, Any]) -> None:
+    """Padded with the zero point, strided, 36 output channels (a register tile of 4
+    overhangs them), against the op's reference."""
+    x = rng.integers(0, 256, (1, 8, 7, 9)).astype(np.uint8)
+    w = rng.integers(-128, 128, (36, 8, 3, 3)).astype(np.int8)
+    got, text, recorder = _qconv(x, w, attrs)
+    want = get_op("qconv2d").reference([x, pack_conv_weight(w)], attrs)[0]
+    assert np.array_equal(got, want)
+    loops = [line.strip().split(" in ")[0].split()[1] for line in text.splitlines()
+             if line.strip().startswith("for ")]
+    assert loops[:6] == ["blockIdx.z", "blockIdx.y", "blockIdx.x", "threadIdx.z",
+                         "threadIdx.y", "threadIdx.x"]
+    assert "shared" not in text
+    (knobs,) = recorder.knobs.values()
+    assert set(knobs) == {"to", "ty", "tx", "ri", "rj", "kt"}
