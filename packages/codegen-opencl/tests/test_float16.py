@@ -117,6 +117,10 @@ def run(funcs: list[PrimFunc], inputs: dict[str, list[np.ndarray]],
     return out
 
 
+DOUBLES = np.resize(np.array([1 + 2**-11 + 2**-40, -(1 + 3 * 2**-11 - 2**-40), 0.1,
+                               65519.0, 2.0**-24 * 1.5], "float64"), N)
+
+
 def _half(n: int, scale: float = 1.0) -> np.ndarray:
     return (rng.standard_normal(n) * scale).astype(F16)
 
@@ -205,6 +209,10 @@ def test_storage_only_math_and_casts() -> None:
         ("from_int", ["int32"], F16, lambda a: Cast(a, F16), [ints], ints.astype(F16)),
         ("const", [F16], F16, lambda a: op("add", a, Const(0.1, F16)), [y],
          y + np.float16(0.1)),
+        # from float64 in one rounding: through float32, 1 + 2**-11 + 2**-40 would become
+        # the tie 1 + 2**-11 and round to 1
+        ("from_double", ["float64"], F16, lambda a: Cast(a, F16), [DOUBLES],
+         DOUBLES.astype(F16)),
     ]
     approx = [
         ("exp", [F16], F16, lambda a: Call("exp", (a,), F16), [y], np.exp(y)),

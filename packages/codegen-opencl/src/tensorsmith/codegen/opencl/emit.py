@@ -368,6 +368,9 @@ class _KernelWriter:
         if isinstance(e, Binary):
             return self._binary(e, self.expr(e.a), self.expr(e.b))
         if isinstance(e, Cast):
+            if e.dtype == "float16" and e.value.dtype == "float64" and not self.half:
+                # rounded once, from the double (through float it could round twice)
+                return self.helpers.call("round_half", "double", self.expr(e.value))
             cast = self._cast(self.expr(e.value), e.value.dtype, e.dtype)
             return cast if e.value.dtype == e.dtype else self._round_half(cast, e.dtype)
         if isinstance(e, Select):

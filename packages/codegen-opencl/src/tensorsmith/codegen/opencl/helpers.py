@@ -5,9 +5,9 @@ helpers close the gap the same way the LLVM backend does: integer ``floordiv`` /
 ``floormod`` round toward minus infinity (C's ``/`` and ``%`` truncate), and float
 ``max`` / ``min`` propagate NaN (``fmax`` / ``fmin`` return the other operand).
 Without ``cl_khr_fp16`` a float16 value is computed in ``float``, and ``round_half``
-rounds it to the nearest float16 (ties to even) by ``vstore_half_rte``/``vload_half`` on
-a private 16-bit word: the one way to round to half that needs no extension
-(``convert_half`` and ``half`` variables need it).
+rounds a float (or a double) to the nearest float16 (ties to even), as a float, by
+``vstore_half_rte``/``vload_half`` on a private 16-bit word: the one way to round to
+half that needs no extension (``convert_half`` and ``half`` variables need it).
 
 Helpers are named by operation and OpenCL type, so each is defined at most once; they
 are plain functions (OpenCL C 1.1 has no ``static``, and C99 ``inline`` alone may leave
@@ -35,7 +35,7 @@ _MIN = """\
   return isnan(a) ? a : (isnan(b) ? b : fmin(a, b));
 }}"""
 _ROUND_HALF = """\
-{t} tsm_round_half_{t}({t} a) {{
+float tsm_round_half_{t}({t} a) {{
   ushort bits;
   vstore_half_rte(a, 0, (__private half*)&bits);
   return vload_half(0, (__private const half*)&bits);
