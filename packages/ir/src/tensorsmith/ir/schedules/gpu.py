@@ -9,7 +9,8 @@ order with a memory barrier between them.
 
 Matrix products get the tiled schedule of ``gpu_gemm.py`` (float16 ones on a GPU with
 cooperative matrices the kernel of ``gpu_coop.py``) and ungrouped convolutions
-that of ``gpu_conv.py``, with the elementwise ops after them (bias, activation,
+that of ``gpu_conv.py`` (integer ones their loops without the shared-memory copies:
+``gpu_integer.py``), with the elementwise ops after them (bias, activation,
 residual add) applied as the tile is written back. A reduction of 32 or more
 inputs per output runs one output per workgroup, its invocations combining partial
 results in shared memory (te/allreduce.py). Every other stage fuses its spatial axes
@@ -21,9 +22,10 @@ hook, so the auto-tuner searches the same schedules with other sizes; by default
 rule keeps its own choice. The loop structure stays the rules': every answer lowers to a
 kernel of the same shape, which keeps every candidate valid for the codegens. Knobs:
 a matrix product's or convolution's tile sizes (``gpu_gemm.ask_tiles``,
-``gpu_conv.ask_tiles``), ``reduce_threads`` (invocations sharing a long reduction; 0
-leaves it to one invocation per output) and ``workgroup`` (invocations per workgroup of
-a stage whose outputs are spread one per invocation).
+``gpu_conv.ask_tiles``, ``gpu_integer.ask_tiles``, ``gpu_integer.ask_conv_tiles``),
+``reduce_threads`` (invocations sharing a long reduction; 0 leaves it to one invocation
+per output) and ``workgroup`` (invocations per workgroup of a stage whose outputs are
+spread one per invocation).
 """
 
 from __future__ import annotations

@@ -1,16 +1,18 @@
-"""Integer matrix products (``qmatmul``) on GPUs: gpu_gemm.py's tiles, unstaged.
+"""Integer products on GPUs (``qmatmul``, ``qconv2d``): the float rules' tiles, unstaged.
 
-``qmatmul`` (ops/integer.py) has the loop structure of a float matrix product, each step
-of its reduction a dot of four bytes (four adjacent activation bytes and the weight's
-four bytes of that step, ``w[k, j, 0..3]``). So gpu_gemm.py's loops tile it: workgroups
-of ``ty x tx`` invocations, each accumulating an ``ri x rj`` register tile of int32
-sums, the reduction unrolled by ``kt`` dots, so each word of A an invocation reads meets
-``rj`` words of B in registers. The operands are read from global memory where they
-are: the shared-memory copies of the float schedule cannot stage the four bytes of a dot
-(te/tiles.py stages one offset per tensor), and a packed dot (codegen-spirv's dot4.py)
-needs its bytes in the parameter's buffer. Without this rule a qmatmul ran one output
-per invocation, or per workgroup when long (gpu.py), 3x slower than the float product
-it replaces on lavapipe; tiled it is faster (bench/quantized_gpu.py).
+``qmatmul`` and NCHW ``qconv2d`` (ops/integer.py) have the loop structure of a float
+matrix product and convolution, each step of their reduction a dot of four bytes (four
+activation bytes and the weight's four bytes of that step). So gpu_gemm.py's and
+gpu_conv.py's loops tile them: workgroups of invocations, each accumulating an ``ri x
+rj`` register tile of int32 sums (output rows or channels x columns or pixels), the
+reduction unrolled by ``kt`` dots, so each activation word an invocation reads meets
+``ri`` or ``rj`` weight words in registers. The operands are read from global memory
+where they are: the shared-memory copies of the float schedules cannot stage the four
+bytes of a dot (te/tiles.py stages one offset per tensor), and a packed dot
+(codegen-spirv's dot4.py) loads a word only from a parameter's buffer. Untiled (one
+output per invocation, or per workgroup when long) they ran 2-5x slower than the float
+ones on lavapipe and PoCL; tiled they run faster (bench/quantized_gpu.py,
+build._integer_products).
 """
 
 from __future__ import annotations
