@@ -80,8 +80,9 @@ def ask_conv_tiles(st: Stage, choose: Choose) -> ConvTiles:
     ``choose``."""
     op = st.tensor.op
     assert op is not None
-    _, o, oh, ow = (a.extent for a in op.axes)
-    c4 = op.reduce_axes[0].extent
+    # (static: a kernel with run-time sizes is scheduled on a stand-in, gpu_dynamic.py)
+    _, o, oh, ow = (int(a.extent) for a in op.axes)
+    c4 = int(op.reduce_axes[0].extent)
     rj = 4 if ow >= 64 else 2 if ow >= 16 else 1
     ri = 4 if o >= 32 else 1
     to = min(16, pow2_at_least(-(-o // ri)))

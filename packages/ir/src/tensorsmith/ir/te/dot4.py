@@ -124,7 +124,7 @@ def linear(e: Expr) -> tuple[dict[object, int], int] | None:
     if isinstance(e, Binary) and e.op == "mul" and (isinstance(e.b, Const)
                                                     or isinstance(e.a, Const)):
         scale, rest = (e.b, e.a) if isinstance(e.b, Const) else (e.a, e.b)
-        if scale.dtype.startswith("float"):
+        if not isinstance(scale, Const) or scale.dtype.startswith("float"):
             return None
         inner = linear(rest)
         if inner is None:
