@@ -196,10 +196,11 @@ def _integer_products(tgt: Target | None, lanes: int) -> IntegerProducts | None:
     (without them, on AVX2, 1.2x slower than float32), convolutions where they run
     channel-blocked (``lanes``). A GPU: every one, tiled by its rules (schedules/
     gpu_integer.py). Measured with bench/quantized_gpu.py against the float products
-    they replace, QDQ models: an MLP (batch 32, 512-1024-1024-10) took 0.37x the time on
-    lavapipe, 0.12x with packed dots (``vulkan -integer-dot-product=1``), 0.89x on PoCL;
-    ResNet-18 on 96x96 images 0.90x on lavapipe, 0.32x with packed dots, 0.26x on PoCL.
-    (Untiled, before those rules, they ran 2-5x slower.) Without a target (a graph
+    they replace, QDQ models (bench/results/quantized_gpu_*_2026-12-05.txt): an MLP
+    (batch 32, 512-1024-1024-10) took 0.29x the time on lavapipe, 0.12x with packed dots
+    (``vulkan -integer-dot-product=1``), 0.98x on PoCL; ResNet-18 on 32x32 images 0.24x,
+    0.10x and 0.32x, on 96x96 images 0.83x, 0.36x and 0.56x. (Untiled, before those
+    rules, they ran 2-5x slower.) Without a target (a graph
     only), every one that qualifies."""
     if tgt is None or tgt.family != "cpu":
         return IntegerProducts()

@@ -11,8 +11,8 @@ where they are: the shared-memory copies of the float schedules cannot stage the
 bytes of a dot (te/tiles.py stages one offset per tensor), and a packed dot
 (codegen-spirv's dot4.py) loads a word only from a parameter's buffer. Untiled (one
 output per invocation, or per workgroup when long) they ran 2-5x slower than the float
-ones on lavapipe and PoCL; tiled they run faster (bench/quantized_gpu.py,
-build._integer_products).
+ones on lavapipe and PoCL; tiled they run faster (build._integer_products quotes
+bench/quantized_gpu.py).
 """
 
 from __future__ import annotations
