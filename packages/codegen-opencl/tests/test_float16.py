@@ -127,14 +127,14 @@ def _half(n: int, scale: float = 1.0) -> np.ndarray:
 
 def test_storage_only_source_has_no_half_values() -> None:
     """Without float16 arithmetic: no pragma, ``half`` only as a pointer's target, every
-    float16 element read by vload_half and written by vstore_half_rte, the workgroup tile
-    held in ushort words, the private array in float, and rounding where half would."""
+    float16 element of a parameter read by vload_half and written by vstore_half_rte,
+    the workgroup tile and the private array in float, and rounding where half would."""
     source = emit_program([fma_chain(), cast_round_trip(), local_and_private()]).source
     assert "cl_khr_fp16" not in source
     assert [m.group(0) for m in re.finditer(r"\bhalf\b(?!\s*\*)", source)] == []
     assert "__global const half* restrict x0" in source
     assert "vload_half(" in source and "vstore_half_rte(" in source
-    assert re.search(r"__local ushort tile\[8\];", source)
+    assert "__local float tile[8];" in source
     assert re.search(r"\bfloat keep\[1\];", source)
     fma = source[source.index("void fma_chain_d0"):source.index("void cast_round_trip_d0")]
     # the product rounded, the sum rounded by its store

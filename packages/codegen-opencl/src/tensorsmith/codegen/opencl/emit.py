@@ -18,12 +18,15 @@ float16 buffers are ``half`` memory either way. With ``float16_arithmetic`` (tar
 option ``-float16-arithmetic=1``; the program enables ``cl_khr_fp16``) their values are
 ``half`` and every operation rounds as ``half`` does. Without it, no ``half`` value
 exists (OpenCL C allows ``half`` only as a pointer's target without the extension):
-``vload_half`` reads a float16 element as ``float``, ``vstore_half_rte`` writes one,
-workgroup arrays are ``ushort`` words read and written the same way through a ``half``
-pointer, and private arrays hold ``float``. Each float16 result of an operation that
-``half`` arithmetic would round (+ - * /, math functions, a cast to float16) is rounded
-to float16 in place (``Helpers`` ``round_half``), so a fused kernel computes the values
-each op of the float16 graph has, not a float32 chain rounded once at the store; for
+``vload_half`` reads a float16 element of a parameter as ``float``, ``vstore_half_rte``
+writes one, and the kernel's own float16 arrays, workgroup and private, hold ``float``
+(the schedules size workgroup tiles at 4 bytes an element whatever their dtype, and a
+staged copy then converts once, when it reads global memory: with ``ushort`` tiles
+ResNet-18's float16 build ran 2.1x slower than its float32 one on PoCL, with ``float``
+ones as fast; bench/precision.py --target opencl). Each float16 result of an operation
+that ``half`` arithmetic would round (+ - * /, math functions, a cast to float16) is
+rounded to float16 in place (``Helpers`` ``round_half``), so a fused kernel computes the
+values each op of the float16 graph has, not a float32 chain rounded once at the store; for
 + - * / and sqrt that is exactly what ``half`` arithmetic gives (float holds the exact
 result to more than twice float16's precision, so rounding twice is rounding once).
 Operations exact on float16 values (abs, negation, floor, ceil, max, ...) and float16
@@ -206,7 +209,8 @@ class _KernelWriter:
             self._line(f"const long {self.names.bind(var, var.name)} = "
                        f"(long)get_local_id({'xyz'.index(axis)});")
         for buf in _shared_allocations(d.body):  # __local arrays live at kernel scope
-            memory = "ushort" if self._stored_as_half(buf) else self._memory_type(buf.dtype)
+            memory = (self._type(buf.dtype) if buf.dtype == "float16"
+                       else self._memory_type(buf.dtype))
             self._line(f"__local {memory} "
                        f"{self.names.bind(buf, buf.name)}[{max(buf.size, 1)}];")
         self.stmt(d.body)
@@ -230,18 +234,10 @@ class _KernelWriter:
 
     def _stored_as_half(self, buf: Buffer) -> bool:
         """Whether ``buf``'s elements are float16 words that only vload_half and
-        vstore_half_rte touch: float16 buffers in global or workgroup memory without
-        float16 arithmetic (private float16 arrays hold float values instead)."""
+        vstore_half_rte touch: float16 parameters without float16 arithmetic (the
+        kernel's own float16 arrays, workgroup and private, hold float values)."""
         return (buf.dtype == "float16" and not self.half
-                and (buf.scope == "shared" or self._is_param(buf)))
-
-    def _is_param(self, buf: Buffer) -> bool:
-        return any(p is buf for p in self.func.params)
-
-    def _half_pointer(self, buf: Buffer) -> str:
-        """A ``half`` pointer to the words of ``buf`` (see ``_stored_as_half``)."""
-        name = self.names[buf]
-        return f"((__local half*){name})" if buf.scope == "shared" else name
+                and any(p is buf for p in self.func.params))
 
     def _round_half(self, value: str, dtype: str) -> str:
         """``value`` rounded to float16 when it is a float16 result computed in float."""
@@ -266,7 +262,7 @@ class _KernelWriter:
                 value = f"(uchar)({value})"
             if self._stored_as_half(s.buffer):  # the store rounds: no need to round first
                 self._line(f"vstore_half_rte({_unrounded(value)}, {self.expr(s.index)}, "
-                           f"{self._half_pointer(s.buffer)});")
+                           f"{self.names[s.buffer]});")
                 return
             self._line(f"{self.names[s.buffer]}[{self.expr(s.index)}] = {value};")
         elif isinstance(s, IfThenElse):
@@ -362,7 +358,7 @@ class _KernelWriter:
             if not isinstance(buf, Buffer):
                 raise ModelError(f"load of {buf!r} is not lowered to a buffer")
             if self._stored_as_half(buf):
-                return f"vload_half({self.expr(e.indices[0])}, {self._half_pointer(buf)})"
+                return f"vload_half({self.expr(e.indices[0])}, {self.names[buf]})"
             text = f"{self.names[buf]}[{self.expr(e.indices[0])}]"
             return f"({text} != 0)" if buf.dtype == "bool" else text
         if isinstance(e, Binary):
