@@ -5,6 +5,7 @@ builds next to ONNX Runtime's float32, in the same process.
     python bench/precision.py                                  # ResNet-50 and BERT
     python bench/precision.py --model resnet50 --repeat 10
     python bench/precision.py --model bert_encoder --precisions fp32 bf16
+    python bench/precision.py --model resnet18 --image 64 --target opencl --precisions fp32 fp16
 
 Each model (bench/models.py, random but fixed weights, batch 1; BERT at its default
 sequence of 128) is compiled once per precision for the host's CPU (``llvm``: every
@@ -12,7 +13,10 @@ feature of this CPU, so AVX512-FP16 half arithmetic and F16C/AVX512-BF16 convers
 where the host has them). Accuracy is the largest ``max |x - fp32| / max |fp32|`` of
 the output over ``--eval`` seeded inputs, against tensorsmith's own float32 build (and
 ONNX Runtime's, which is the same to 1e-5). Then the engines are timed in alternating
-blocks, 2 threads each. Prints the table, writes bench/results/precision_<isa>_<date>.txt.
+blocks, 2 threads each. ``--target`` compiles for another target (a GPU one runs on its
+device: ``opencl`` is PoCL here, where float16 is stored as half and computed in float);
+``--image`` sizes a CNN's input. Prints the table, writes
+bench/results/precision_<isa>_<date>.txt (with the target's kind when not llvm).
 """
 
 from __future__ import annotations
@@ -34,33 +38,36 @@ from bench.model_bench import ort_session
 from bench.models import MODELS, input_shapes, sample_inputs
 from bench.report import environment, format_table
 from tensorsmith.frontend.onnx import from_onnx
-from tensorsmith.ir import build
+from tensorsmith.ir import Target, build
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PRECISIONS = ("fp32", "fp16", "bf16")
 
 
-def _compile(model: Any, precision: str, path: Path, threads: int) -> tuple[Any, float]:
+def _compile(model: Any, precision: str, path: Path, threads: int, target: str
+             ) -> tuple[Any, float]:
     """The loaded module and the seconds its build took."""
     import time
 
     graph, params = from_onnx(model, shape=input_shapes(model))
     start = time.perf_counter()
-    build(graph, target="llvm", params=params, precision=precision).export_library(path)
+    build(graph, target=target, params=params, precision=precision).export_library(path)
     seconds = time.perf_counter() - start
-    module = rt.load(path)
-    module.set_num_threads(threads)
+    device = Target.parse(target).info.device
+    module = rt.load(path, device=device)
+    if device == "cpu":
+        module.set_num_threads(threads)
     return module, seconds
 
 
 def bench_one(name: str, precisions: list[str], repeat: int, evaluations: int, threads: int,
-              work: Path) -> list[str]:
+              work: Path, target: str = "llvm", image: int | None = None) -> list[str]:
     """The report lines of one model."""
-    model = MODELS[name](opset=17, batch=1)
+    model = MODELS[name](opset=17, batch=1, **({"image": image} if image else {}))
     modules, seconds, sizes = {}, {}, {}
     for p in precisions:
         path = work / f"{name}_{p}.so"
-        modules[p], seconds[p] = _compile(model, p, path, threads)
+        modules[p], seconds[p] = _compile(model, p, path, threads, target)
         sizes[p] = path.stat().st_size
     session = ort_session(model, threads)
     feeds = [sample_inputs(model, seed=s) for s in range(evaluations)]
@@ -95,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--eval", type=int, default=4, help="seeded inputs for the error")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--target", default="llvm", help="tensorsmith's target (default: "
+                        "llvm, this host's CPU)")
+    parser.add_argument("--image", type=int, help="a CNN's image size (default: the model's)")
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     env = environment(args.threads)
@@ -108,11 +118,14 @@ def main(argv: list[str] | None = None) -> int:
              ""]
     work = Path(tempfile.mkdtemp(prefix="tsm-precision-"))
     for name in args.model or ["resnet50", "bert_encoder"]:
-        lines += bench_one(name, args.precisions, args.repeat, args.eval, args.threads, work)
+        lines += bench_one(name, args.precisions, args.repeat, args.eval, args.threads, work,
+                           args.target, args.image)
     text = "\n".join(lines)
     print(text)
     RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"precision_{env['isa']}_{datetime.date.today()}.txt"
+    kind = Target.parse(args.target).kind
+    by = "" if kind == "llvm" else f"_{kind}"
+    out = RESULTS / f"precision{by}_{env['isa']}_{datetime.date.today()}.txt"
     out.write_text(f"$ python bench/precision.py {' '.join(argv or sys.argv[1:])}\n\n{text}\n")
     print(f"\nwritten to {out}")
     return 0

@@ -8,9 +8,11 @@ output; 2e-3 (about 4u) for float16 and 1e-2 (about 2.5u) for bfloat16 leave tha
 while still failing for a float16 accumulation (a 576-term float16 sum is off by ~10u)
 or a wrong rounding of the weights. Measured here: ResNet-18 (32x32) 1.1e-3 / 4.4e-3.
 
-float16 runs on every target (the ``target`` fixture); OpenCL needs ``cl_khr_fp16`` on
-the device and otherwise must refuse the artifact plainly. bfloat16 kernels exist only
-for llvm: the GPU targets must refuse it at build time, naming the dtype and target.
+float16 runs on every target (the ``target`` fixture), OpenCL devices without
+``cl_khr_fp16`` (PoCL) included: float16 is memory there, computed in float.
+``opencl -float16-arithmetic=1`` computes in ``half``, needs ``cl_khr_fp16`` and is
+refused plainly by a device without it. bfloat16 kernels exist only for llvm: the GPU
+targets must refuse it at build time, naming the dtype and target.
 """
 
 from __future__ import annotations
@@ -97,13 +99,28 @@ def test_weights_stored_at_half_size(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", list(MODELS_UNDER_TEST))
 def test_fp16_on_every_target(name: str, target: str, tmp_path: Path) -> None:
     model = MODELS_UNDER_TEST[name]()
-    if target == "opencl" and "cl_khr_fp16" not in _opencl_extensions():
-        with pytest.raises(rt.DeviceError, match="needs the OpenCL extension cl_khr_fp16"):
+    got, want, _ = _compile_and_run(model, target, "fp16", tmp_path)
+    for out, g, w in zip(model.graph.output, got, want):
+        err = relative_error(g, w)
+        assert err < RTOL["fp16"], f"{name} {out.name} on {target}: {err:.3g}"
+        assert err > 1e-6, f"{name} {out.name} on {target}: {err:.3g} (float32 throughout?)"
+
+
+@pytest.mark.opencl
+def test_fp16_with_opencl_half_arithmetic(tmp_path: Path) -> None:
+    """``-float16-arithmetic=1`` computes in ``half``: it runs where the device has
+    cl_khr_fp16, and a device without it refuses the artifact, naming the extension."""
+    model = MODELS_UNDER_TEST["mlp"]()
+    target = "opencl -float16-arithmetic=1"
+    if "cl_khr_fp16" not in _opencl_extensions():  # PoCL on CPUs
+        with pytest.raises(rt.DeviceError, match="needs the OpenCL extension cl_khr_fp16 "
+                           r"\(float16 arithmetic\).*or compile it without "
+                           "-float16-arithmetic=1"):
             _compile_and_run(model, target, "fp16", tmp_path)
         return
     got, want, _ = _compile_and_run(model, target, "fp16", tmp_path)
     for out, g, w in zip(model.graph.output, got, want):
-        assert relative_error(g, w) < RTOL["fp16"], f"{name} {out.name} on {target}"
+        assert relative_error(g, w) < RTOL["fp16"], f"mlp {out.name}"
 
 
 def _opencl_extensions() -> list[str]:

@@ -111,10 +111,10 @@ def mobile_block() -> onnx.ModelProto:
 
 #: (builder, ops on a VNNI CPU, ops on a GPU target)
 MODELS = {"conv_net": (conv_net, {"qconv2d": 3, "conv2d": 2, "qmatmul": 1},
-                       {"conv2d": 5, "matmul": 1}),
+                       {"qconv2d": 3, "conv2d": 2, "qmatmul": 1}),
           "mobile_block": (mobile_block, {"qconv2d": 2, "conv2d": 3, "qmatmul": 1},
-                           {"conv2d": 5, "matmul": 1}),
-          "mlp": (mlp, {"qmatmul": 3}, {"matmul": 3})}
+                           {"qconv2d": 4, "conv2d": 1, "qmatmul": 1}),
+          "mlp": (mlp, {"qmatmul": 3}, {"qmatmul": 3})}
 ACTIVATIONS = ["uint8", "int8"]
 
 
@@ -207,9 +207,9 @@ def test_within_one_quantization_step_of_onnxruntime(
 def test_dense_layers_compute_in_integers(name: str,
                                           quantized: dict[tuple[str, str], Path]) -> None:
     """What an AVX-512 VNNI CPU computes in integers (its channel-blocked graph): dense
-    convolutions and products; the stem's 3 channels and the depthwise convolution stay
-    in float. A GPU target keeps the float products (its rules tile only those:
-    build._integer_products)."""
+    convolutions and products; the stem's 3 channels, the depthwise convolution and the
+    squeeze-and-excitation's 8-channel ones stay in float. A GPU target computes every
+    dense one in integers (build._integer_products says why); depthwise stays float."""
     graph, params = from_onnx(onnx.load(quantized[name, "uint8"]))
     for target, expected in (("llvm -mcpu=skylake-avx512 -mattr=+avx512vnni",
                               MODELS[name][1]), ("vulkan", MODELS[name][2])):
@@ -295,13 +295,12 @@ def _qoperator(kind: str) -> onnx.ModelProto:
 def test_qoperator_ops_compute_with_the_integer_ops(kind: str, target: str,
                                                     tmp_path: Path) -> None:
     """ConvInteger, MatMulInteger (int32 results: equal to ONNX Runtime's) and QLinearConv,
-    QLinearMatMul (requantized: within one step), on a CPU as qconv2d / qmatmul."""
+    QLinearMatMul (requantized: within one step), as qconv2d / qmatmul on every target."""
     model = _qoperator(kind)
     graph, params = from_onnx(model)
     optimized, _, _ = fused_groups(graph.copy(), params, target=target)
     ops = {n.op for n in optimized.nodes}
-    integer = {"qconv2d", "qmatmul"}  # on a CPU; a GPU keeps its int32 conv2d / matmul
-    assert bool(ops & integer) == (target == "llvm") != bool(ops & {"conv2d", "matmul"}), ops
+    assert ops & {"qconv2d", "qmatmul"} and not ops & {"conv2d", "matmul"}, ops
     artifact = tmp_path / f"m{Target.parse(target).info.suffix}"
     build(graph, target=target, params=params).export_library(artifact)
     x_type = np.int8 if kind in ("ConvInteger", "QLinearMatMul") else np.uint8

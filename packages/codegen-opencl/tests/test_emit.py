@@ -337,7 +337,9 @@ def test_literal_out_of_range_is_refused() -> None:
 def test_dispatch_table_and_extensions() -> None:
     x, y = Buffer("x", (N,), "float16"), Buffer("y", (N,), "float16")
     body = gpu_nest(N, lambda i, bx, tx: Store(y, i, ld(x, i)))
-    program = emit_program([PrimFunc("copy_half", [x, y], Seq([body, body]), 1, 1)])
+    func = PrimFunc("copy_half", [x, y], Seq([body, body]), 1, 1)
+    assert emit_program([func]).extensions == []  # half memory needs no extension
+    program = emit_program([func], float16_arithmetic=True)
     assert program.extensions == ["cl_khr_fp16"]
     assert "#pragma OPENCL EXTENSION cl_khr_fp16 : enable" in program.source
     assert program.dispatches == {"copy_half": [

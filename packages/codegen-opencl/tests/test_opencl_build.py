@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import tensorsmith.runtime as rt
-from tensorsmith.ir import GraphBuilder, build, run_graph
+from tensorsmith.ir import GraphBuilder, TargetError, build, run_graph
 from tensorsmith.ir.graph import Graph
 
 pytestmark = pytest.mark.opencl
@@ -174,25 +174,43 @@ def test_mlp_example_matches_onnxruntime(tmp_path: Path) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
-def test_float16_needs_cl_khr_fp16(tmp_path: Path) -> None:
-    """float16 kernels run where the device has cl_khr_fp16, and fail clearly elsewhere."""
+def test_float16_runs_without_cl_khr_fp16(tmp_path: Path) -> None:
+    """float16 kernels run on every device by default (half memory, float arithmetic);
+    ``-float16-arithmetic=1`` computes in half, runs where the device has cl_khr_fp16
+    and fails clearly elsewhere."""
     from tensorsmith.runtime.opencl import list_devices
 
     b = GraphBuilder()
     x = b.input("x", (5, 7), "float16")
     g = b.finish([b.add1("relu", [b.add1("mul", [x, x], name="sq")], name="r")])
-    lib = build(g, target="opencl")
-    assert lib.kernels.metadata()["extensions"] == ["cl_khr_fp16"]
-    path = tmp_path / "half.tsm"
-    lib.export_library(path)
     x_in = rng.standard_normal((5, 7)).astype("float16")
+    want = run_graph(g, {"x": x_in})[0]
+
+    lib = build(g, target="opencl")
+    assert lib.kernels.metadata()["extensions"] == []
+    lib.export_library(tmp_path / "half.tsm")
+    with rt.load(tmp_path / "half.tsm", device="opencl") as module:
+        np.testing.assert_array_equal(module.run({"x": x_in})[0], want)  # one rounding
+
+    lib = build(g, target="opencl -float16-arithmetic=1")
+    assert lib.kernels.metadata()["extensions"] == ["cl_khr_fp16"]
+    path = tmp_path / "half_arithmetic.tsm"
+    lib.export_library(path)
     if "cl_khr_fp16" in list_devices()[0].extensions.split():
         with rt.load(path, device="opencl") as module:
-            np.testing.assert_allclose(module.run({"x": x_in})[0], run_graph(g, {"x": x_in})[0],
-                                       rtol=1e-3, atol=1e-3)
+            np.testing.assert_array_equal(module.run({"x": x_in})[0], want)
     else:  # PoCL on CPUs
         with pytest.raises(rt.DeviceError, match="needs the OpenCL extension cl_khr_fp16"):
             rt.load(path, device="opencl")
+
+
+def test_bad_float16_arithmetic_option_is_refused() -> None:
+    b = GraphBuilder()
+    x = b.input("x", (4,), "float16")
+    g = b.finish([b.add1("relu", [x], name="r")])
+    with pytest.raises(TargetError, match=r"target 'opencl -float16-arithmetic=half': "
+                                          "-float16-arithmetic=half is not 0 or 1"):
+        build(g, target="opencl -float16-arithmetic=half")
 
 
 def test_sources_and_artifact_layout(tmp_path: Path) -> None:

@@ -176,7 +176,8 @@ def test_probe_prints_the_target_string() -> None:
     from tensorsmith.runtime.vulkan.probe import describe_all, report
 
     (device, *_) = describe_all()
-    assert device["cooperative_matrix"] == [] and device["target"] == "vulkan"
+    assert device["cooperative_matrix"] == []  # lavapipe: integer dot products only
+    assert device["target"] in ("vulkan", "vulkan -integer-dot-product=1")
     assert "cooperative matrices: none" in report()
 
 

@@ -125,6 +125,15 @@ def test_records_of_targets_not_installed_are_still_read(tmp_path: Path) -> None
     assert [r["target"] for r in read_records(path)] == ["ghost"]
 
 
+def test_on_off_options() -> None:
+    """``Target.flag``: what each plug-in reads its on/off options with."""
+    target = Target.parse("ghost -a=1 -b=no -c -d=True -e=maybe", installed=False)
+    assert [target.flag(k) for k in "abcd"] == [True, False, True, True]
+    assert target.flag("absent") is False and target.flag("absent", default=True) is True
+    with pytest.raises(TargetError, match=r"target 'ghost .*': -e=maybe is not 0 or 1"):
+        target.flag("e")
+
+
 def test_a_plug_in_without_a_record_is_refused(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     folder = write_plugin(tmp_path / "site", "bare-plugin", {"bare": "bare_codegen:codegen"},

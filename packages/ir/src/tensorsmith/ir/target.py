@@ -89,7 +89,9 @@ class GpuResources:
     ``max_invocations``: invocations of one workgroup at most (every Vulkan device
     takes 256; NVIDIA's take 1024); ``workgroup_matrices``: the workgroup-held
     cooperative matrices kernels may use (:class:`WorkgroupMatrix`, none: only
-    subgroup-held ones).
+    subgroup-held ones); ``integer_dot_product``: an instruction for the dot of two
+    words of four bytes (Vulkan's shaderIntegerDotProduct), what the integer ops'
+    reductions are written for (ops/integer.py).
     """
 
     matrix_shapes: tuple[MatrixShape, ...] = ()
@@ -98,13 +100,7 @@ class GpuResources:
     float16_arithmetic: bool = False
     max_invocations: int = 256
     workgroup_matrices: tuple[WorkgroupMatrix, ...] = ()
-
-    def workgroup_matrix(self, a: str, c: str) -> WorkgroupMatrix | None:
-        """The first workgroup-held matrix product of ``a`` inputs into ``c``, or None."""
-        for w in self.workgroup_matrices:
-            if w.a == a and w.c == c:
-                return w
-        return None
+    integer_dot_product: bool = False
 
     def matrix_shape(self, a: str, c: str) -> MatrixShape | None:
         """The first offered shape multiplying ``a`` inputs (both) into ``c``, or None."""
@@ -153,6 +149,16 @@ class Target:
             key, _, value = p.lstrip("-").partition("=")
             options[key] = value or "1"
         return Target(kind, options)
+
+    def flag(self, key: str, default: bool = False) -> bool:
+        """The on/off option ``-key=1`` (or 0, true/false, yes/no); ``default`` when not
+        given. A TargetError names any other value, so a typo is not read as "off"."""
+        value = self.options.get(key)
+        if value is None:
+            return default
+        if value.lower() not in ("0", "1", "true", "false", "yes", "no"):
+            raise TargetError(f"target '{self}': -{key}={value} is not 0 or 1")
+        return value.lower() in ("1", "true", "yes")
 
     @property
     def info(self) -> TargetInfo:

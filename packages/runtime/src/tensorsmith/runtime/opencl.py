@@ -210,7 +210,8 @@ class OpenCLModel:
                 raise DeviceError(
                     f"artifact '{self.path}' needs the OpenCL extension {ext} ({use}), which "
                     f"device {self.device_name} does not have; run it on a device with {ext}"
-                    + (", or compile the model without float16" if ext == "cl_khr_fp16" else "")
+                    + (", or compile it without -float16-arithmetic=1 (float16 then runs on "
+                       "every device, computed in float)" if ext == "cl_khr_fp16" else "")
                 )
 
     def _spec(self, io: Tensor, kind: str, index: int) -> TensorSpec:

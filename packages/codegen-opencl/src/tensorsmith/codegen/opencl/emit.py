@@ -14,6 +14,25 @@ Semantics follow the LLVM backend: integer floordiv/floormod round toward minus
 infinity, float max/min propagate NaN, ``round`` rounds half to even, bool values are
 ints 0/1 and bool buffers hold uchar.
 
+float16 buffers are ``half`` memory either way. With ``float16_arithmetic`` (target
+option ``-float16-arithmetic=1``; the program enables ``cl_khr_fp16``) their values are
+``half`` and every operation rounds as ``half`` does. Without it, no ``half`` value
+exists (OpenCL C allows ``half`` only as a pointer's target without the extension):
+``vload_half`` reads a float16 element of a parameter as ``float``, ``vstore_half_rte``
+writes one, and the kernel's own float16 arrays, workgroup and private, hold ``float``
+(the schedules size workgroup tiles at 4 bytes an element whatever their dtype, and a
+staged copy then converts once, when it reads global memory: with ``ushort`` tiles
+ResNet-18's float16 build ran 2.1x slower than its float32 one on PoCL, with ``float``
+ones as fast; bench/precision.py --target opencl). Each float16 result of an operation
+that ``half`` arithmetic would round (+ - * /, math functions, a cast to float16) is
+rounded to float16 in place (``Helpers`` ``round_half``), so a fused kernel computes the
+values each op of the float16 graph has, not a float32 chain rounded once at the store; for
++ - * / and sqrt that is exactly what ``half`` arithmetic gives (float holds the exact
+result to more than twice float16's precision, so rounding twice is rounding once).
+Operations exact on float16 values (abs, negation, floor, ceil, max, ...) and float16
+constants (rounded when written) need no rounding, nor does a value stored to float16
+memory (``vstore_half_rte`` rounds it).
+
 In kernels with barriers, no loop is left for a workgroup-uniform ``if`` to skip: such a
 loop is fully unrolled, or takes the ``if`` inside, because PoCL miscompiles the other
 form (``_KernelWriter._skippable_loop`` says how).
@@ -21,9 +40,12 @@ form (``_KernelWriter._skippable_loop`` says how).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from tensorsmith.ir.errors import ModelError
 from tensorsmith.ir.te.dispatch import Dispatch, split_dispatches
@@ -62,6 +84,8 @@ _SAME_NAME = frozenset({"exp", "log", "sqrt", "tanh", "erf", "floor", "ceil", "p
                         "acosh", "atanh", "fmod"})
 _RENAMED = {"abs": "fabs", "round": "rint"}  # rint: half to even, like llvm.roundeven
 _INTEGER_IDENTITY = frozenset({"floor", "ceil", "round", "trunc"})
+# functions whose result is a float16 value when their argument is (no rounding needed)
+_EXACT = _INTEGER_IDENTITY | {"abs", "neg", "fmod", "isnan", "isinf"}
 # identifiers a variable must not take: keywords, and built-ins a local would shadow
 _RESERVED = frozenset({
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
@@ -94,8 +118,11 @@ def grid_json(grid: tuple[int | Expr, ...]) -> list[int | str]:
     return [g if isinstance(g, int) else str(dim_of(g)) for g in grid]
 
 
-def emit_program(funcs: list[PrimFunc], header: str = "") -> Program:
-    """Emit all functions into one program; dispatches of a function run in list order."""
+def emit_program(funcs: list[PrimFunc], header: str = "",
+                 float16_arithmetic: bool = False) -> Program:
+    """Emit all functions into one program; dispatches of a function run in list order.
+    ``float16_arithmetic``: compute float16 values in ``half`` (needs ``cl_khr_fp16``)
+    rather than in ``float`` (see the module docstring)."""
     helpers = Helpers()
     dtypes: set[str] = set()
     kernels: list[str] = []
@@ -103,10 +130,12 @@ def emit_program(funcs: list[PrimFunc], header: str = "") -> Program:
     for func in funcs:
         table[func.name] = []
         for dispatch in split_dispatches(func):
-            writer = _KernelWriter(func, dispatch, helpers, dtypes)
+            writer = _KernelWriter(func, dispatch, helpers, dtypes, float16_arithmetic)
             kernels.append(writer.emit())
             table[func.name].append({"entry": dispatch.name, "grid": grid_json(dispatch.grid),
                                      "workgroup": list(dispatch.workgroup)})
+    if not float16_arithmetic:  # half memory through vload_half/vstore_half needs none
+        dtypes.discard("float16")
     extensions = sorted({EXTENSIONS[d] for d in dtypes if d in EXTENSIONS})
     parts = [f"/* {header} */" if header else ""]
     parts += [f"#pragma OPENCL EXTENSION {ext} : enable" for ext in extensions]
@@ -145,8 +174,10 @@ class _KernelWriter:
     """Writes one dispatch of one function as a ``__kernel``."""
 
     def __init__(self, func: PrimFunc, dispatch: Dispatch, helpers: Helpers,
-                 dtypes: set[str]) -> None:
+                 dtypes: set[str], float16_arithmetic: bool = False) -> None:
         self.func = func
+        #: float16 values are ``half``; else ``float`` read and written by vload/vstore_half
+        self.half = float16_arithmetic
         self.dispatch = dispatch
         self.helpers = helpers
         self.dtypes = dtypes
@@ -178,7 +209,9 @@ class _KernelWriter:
             self._line(f"const long {self.names.bind(var, var.name)} = "
                        f"(long)get_local_id({'xyz'.index(axis)});")
         for buf in _shared_allocations(d.body):  # __local arrays live at kernel scope
-            self._line(f"__local {self._memory_type(buf.dtype)} "
+            memory = (self._type(buf.dtype) if buf.dtype == "float16"
+                       else self._memory_type(buf.dtype))
+            self._line(f"__local {memory} "
                        f"{self.names.bind(buf, buf.name)}[{max(buf.size, 1)}];")
         self.stmt(d.body)
         wg = ", ".join(map(str, d.workgroup))
@@ -191,7 +224,26 @@ class _KernelWriter:
 
     def _type(self, dtype: str) -> str:
         self.dtypes.add(dtype)
-        return scalar_type(dtype)
+        return "float" if dtype == "float16" and not self.half else scalar_type(dtype)
+
+    def _literal(self, value: int | float | bool, dtype: str) -> str:
+        self._type(dtype)
+        if dtype == "float16" and not self.half:  # the float16 value, as a float
+            return literal(float(np.float16(value)), "float32")
+        return literal(value, dtype)
+
+    def _stored_as_half(self, buf: Buffer) -> bool:
+        """Whether ``buf``'s elements are float16 words that only vload_half and
+        vstore_half_rte touch: float16 parameters without float16 arithmetic (the
+        kernel's own float16 arrays, workgroup and private, hold float values)."""
+        return (buf.dtype == "float16" and not self.half
+                and any(p is buf for p in self.func.params))
+
+    def _round_half(self, value: str, dtype: str) -> str:
+        """``value`` rounded to float16 when it is a float16 result computed in float."""
+        if dtype != "float16" or self.half:
+            return value
+        return self.helpers.call("round_half", "float", value)
 
     def _memory_type(self, dtype: str) -> str:
         self.dtypes.add(dtype)
@@ -208,6 +260,10 @@ class _KernelWriter:
             value = self.expr(s.value)
             if s.buffer.dtype == "bool":
                 value = f"(uchar)({value})"
+            if self._stored_as_half(s.buffer):  # the store rounds: no need to round first
+                self._line(f"vstore_half_rte({_unrounded(value)}, {self.expr(s.index)}, "
+                           f"{self.names[s.buffer]});")
+                return
             self._line(f"{self.names[s.buffer]}[{self.expr(s.index)}] = {value};")
         elif isinstance(s, IfThenElse):
             uniform = self._uniform(s.cond)
@@ -223,8 +279,10 @@ class _KernelWriter:
             self._line("}")
             self.uniform_ifs -= uniform
         elif isinstance(s, Allocate):
-            if s.buffer.scope != "shared":
-                self._line(f"{self._memory_type(s.buffer.dtype)} "
+            if s.buffer.scope != "shared":  # private: a float16 array holds float values
+                memory = (self._type(s.buffer.dtype) if s.buffer.dtype == "float16"
+                          else self._memory_type(s.buffer.dtype))
+                self._line(f"{memory} "
                            f"{self.names.bind(s.buffer, s.buffer.name)}[{max(s.buffer.size, 1)}];")
             self.stmt(s.body)
         elif isinstance(s, Barrier):
@@ -292,24 +350,30 @@ class _KernelWriter:
     # -- expressions -------------------------------------------------------------------
     def expr(self, e: Expr) -> str:
         if isinstance(e, Const):
-            self._type(e.dtype)
-            return literal(e.value, e.dtype)
+            return self._literal(e.value, e.dtype)
         if isinstance(e, Var):
             return self.names[e]
         if isinstance(e, Load):
             buf = e.buffer
             if not isinstance(buf, Buffer):
                 raise ModelError(f"load of {buf!r} is not lowered to a buffer")
+            if self._stored_as_half(buf):
+                return f"vload_half({self.expr(e.indices[0])}, {self.names[buf]})"
             text = f"{self.names[buf]}[{self.expr(e.indices[0])}]"
             return f"({text} != 0)" if buf.dtype == "bool" else text
         if isinstance(e, Binary):
             return self._binary(e, self.expr(e.a), self.expr(e.b))
         if isinstance(e, Cast):
-            return self._cast(self.expr(e.value), e.value.dtype, e.dtype)
+            if e.dtype == "float16" and e.value.dtype == "float64" and not self.half:
+                # rounded once, from the double (through float it could round twice)
+                return self.helpers.call("round_half", "double", self.expr(e.value))
+            cast = self._cast(self.expr(e.value), e.value.dtype, e.dtype)
+            return cast if e.value.dtype == e.dtype else self._round_half(cast, e.dtype)
         if isinstance(e, Select):
             return f"({self.expr(e.cond)} ? {self.expr(e.a)} : {self.expr(e.b)})"
         if isinstance(e, Call):
-            return self._call(e, [self.expr(a) for a in e.args])
+            text = self._call(e, [self.expr(a) for a in e.args])
+            return text if e.fn in _EXACT else self._round_half(text, e.dtype)
         raise ModelError(f"the opencl codegen cannot emit expression {type(e).__name__}")
 
     def _binary(self, e: Binary, a: str, b: str) -> str:
@@ -318,16 +382,16 @@ class _KernelWriter:
         if e.op in COMPARISONS or e.op in ("and", "or"):
             return f"({a} {_SYMBOL[e.op]} {b})"
         if is_float(dt):
+            r = functools.partial(self._round_half, dtype=dt)  # each rounding of half
             if e.op in ("add", "sub", "mul", "div"):
-                return f"({a} {_SYMBOL[e.op]} {b})"
-            if e.op in ("max", "min"):
+                return r(f"({a} {_SYMBOL[e.op]} {b})")
+            if e.op in ("max", "min"):  # one of the operands
                 return self.helpers.call(e.op, ctype, a, b)
-            if e.op == "floordiv":
-                return f"floor({a} / {b})"
-            if e.op == "floormod":
-                return f"({a} - floor({a} / {b}) * {b})"
-            if e.op in ("fmod", "pow"):
-                return f"{e.op}({a}, {b})"
+            if e.op in ("floordiv", "floormod"):
+                floor = f"floor({r(f'({a} / {b})')})"
+                return floor if e.op == "floordiv" else r(f"({a} - {r(f'({floor} * {b})')})")
+            if e.op in ("fmod", "pow"):  # (fmod is exact, pow is not)
+                return r(f"{e.op}({a}, {b})")
             raise ModelError(f"the opencl codegen has no float operator {e.op!r}")
         if e.op in ("max", "min"):
             return f"{e.op}({a}, {b})"
@@ -347,7 +411,7 @@ class _KernelWriter:
         if src == dst:
             return v
         if dst == "bool":
-            return f"({v} != {literal(0, src)})"
+            return f"({v} != {self._literal(0, src)})"
         return f"(({self._type(dst)})({v}))"
 
     def _call(self, e: Call, args: list[str]) -> str:
@@ -365,9 +429,16 @@ class _KernelWriter:
         if fn == "neg":
             return f"(-{args[0]})"
         if fn == "sigmoid":
-            one = literal(1, dt)
+            one = self._literal(1, dt)
             return f"({one} / ({one} + exp(-{args[0]})))"
         raise ModelError(f"the opencl codegen has no math function {fn!r}")
+
+
+def _unrounded(value: str) -> str:
+    """``value`` without the float16 rounding around it, if any (for a store that rounds).
+    Only a call starts with the helper's name: every operator is written in parentheses."""
+    prefix = "tsm_round_half_float("
+    return value[len(prefix):-1] if value.startswith(prefix) else value
 
 
 def _wrap(text: str, dtype: str, ctype: str) -> str:

@@ -4,6 +4,11 @@ OpenCL C's built-ins differ from the tensor IR's semantics in two places, and th
 helpers close the gap the same way the LLVM backend does: integer ``floordiv`` /
 ``floormod`` round toward minus infinity (C's ``/`` and ``%`` truncate), and float
 ``max`` / ``min`` propagate NaN (``fmax`` / ``fmin`` return the other operand).
+Without ``cl_khr_fp16`` a float16 value is computed in ``float``, and ``round_half``
+rounds a float (or a double) to the nearest float16 (ties to even), as a float, by
+``vstore_half_rte``/``vload_half`` on a private 16-bit word: the one way to round to
+half that needs no extension (``convert_half`` and ``half`` variables need it).
+
 Helpers are named by operation and OpenCL type, so each is defined at most once; they
 are plain functions (OpenCL C 1.1 has no ``static``, and C99 ``inline`` alone may leave
 no definition to call), which every OpenCL compiler inlines anyway.
@@ -29,7 +34,14 @@ _MIN = """\
 {t} tsm_min_{t}({t} a, {t} b) {{
   return isnan(a) ? a : (isnan(b) ? b : fmin(a, b));
 }}"""
-_TEMPLATES = {"floordiv": _FLOORDIV, "floormod": _FLOORMOD, "max": _MAX, "min": _MIN}
+_ROUND_HALF = """\
+float tsm_round_half_{t}({t} a) {{
+  ushort bits;
+  vstore_half_rte(a, 0, (__private half*)&bits);
+  return vload_half(0, (__private const half*)&bits);
+}}"""
+_TEMPLATES = {"floordiv": _FLOORDIV, "floormod": _FLOORMOD, "max": _MAX, "min": _MIN,
+              "round_half": _ROUND_HALF}
 
 
 class Helpers:
@@ -38,10 +50,10 @@ class Helpers:
     def __init__(self) -> None:
         self._wanted: dict[tuple[str, str], None] = {}
 
-    def call(self, op: str, ctype: str, a: str, b: str) -> str:
-        """An expression calling helper ``op`` for ``ctype`` on ``a`` and ``b``."""
+    def call(self, op: str, ctype: str, *args: str) -> str:
+        """An expression calling helper ``op`` for ``ctype`` on ``args``."""
         self._wanted[(op, ctype)] = None
-        return f"tsm_{op}_{ctype}({a}, {b})"
+        return f"tsm_{op}_{ctype}({', '.join(args)})"
 
     def source(self) -> str:
         return "\n".join(_TEMPLATES[op].format(t=ctype) for op, ctype in self._wanted)

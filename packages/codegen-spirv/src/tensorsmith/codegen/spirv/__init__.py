@@ -40,8 +40,9 @@ TARGET = TargetInfo(kind="vulkan", family="gpu", device="vulkan", suffix=".vulka
 
 def codegen(functions: list[PrimFunc], target: Target) -> SpirvKernels:
     """The ``vulkan`` entry point of the ``tensorsmith.codegen`` group."""
-    float16 = describe_gpu(target).float16_arithmetic
-    kernels = {f.name: [emit_dispatch(f, d, float16) for d in split_dispatches(f)]
+    gpu = describe_gpu(target)
+    kernels = {f.name: [emit_dispatch(f, d, gpu.float16_arithmetic, gpu.integer_dot_product)
+                        for d in split_dispatches(f)]
                for f in functions}
     result = SpirvKernels(kernels, target)
     if target.options.get("validate", "0") not in ("0", "false", "no"):

@@ -21,6 +21,8 @@ Conventions (the contract with the runtime and with docs/spirv-manifest.md):
   float16 values stay float16 (capability Float16, feature shaderFloat16): what the
   graph computes in float32 (a cast, a matmul's sum) is float32 already, and functions
   GLSL.std.450 lacks for 16-bit floats (erf, tanh, pow) run in float32.
+* With ``integer_dot`` (target option ``-integer-dot-product=1``) the four-byte dots of
+  the integer ops are one ``OpSUDot`` each (dot4.py).
 * Structured control flow: loops are ``OpLoopMerge`` headers with an ``OpPhi`` counter,
   conditionals ``OpSelectionMerge``; local arrays are Function-storage variables,
   shared ones Workgroup-storage variables; Barrier is OpControlBarrier. Short
@@ -52,7 +54,7 @@ from tensorsmith.ir.te.stmt import (
 from tensorsmith.ir.te.symbols import dim_of
 from tensorsmith.ir.te.visit import stmt_exprs, walk, walk_stmts
 
-from . import mathlib, matrix
+from . import dot4, mathlib, matrix
 from .builder import FunctionBuilder, ModuleBuilder
 from .ranges import INT32_MAX, INT32_MIN, RangeAnalysis
 from .spec import (
@@ -89,6 +91,8 @@ FEATURE_OF = {"Int64": "shaderInt64", "Float64": "shaderFloat64", "Int16": "shad
               "StorageBuffer8BitAccess": "storageBuffer8BitAccess",
               "StorageBuffer16BitAccess": "storageBuffer16BitAccess",
               "CooperativeMatrixKHR": "cooperativeMatrix",
+              "DotProduct": "shaderIntegerDotProduct",
+              "DotProductInput4x8BitPacked": "shaderIntegerDotProduct",
               "VulkanMemoryModel": "vulkanMemoryModel"}
 
 _UNARY_GLSL = {"exp": "Exp", "log": "Log", "sqrt": "Sqrt", "abs": "FAbs", "floor": "Floor",
@@ -164,8 +168,11 @@ class _Local:
 class DispatchEmitter:
     """Emits one :class:`Dispatch` of ``func`` as a complete SPIR-V module."""
 
-    def __init__(self, func: PrimFunc, dispatch: Dispatch, float16: bool = False) -> None:
+    def __init__(self, func: PrimFunc, dispatch: Dispatch, float16: bool = False,
+                 integer_dot: bool = False) -> None:
         self.func = func
+        self.integer_dot = integer_dot  # four-byte dots as OpSUDot (dot4.py)
+        self.word_views: dict[int, int] = {}  # id(Buffer) -> its uint view (dot4.py)
         #: dtype -> register kind: REGISTER, or with float16 values in float16
         self.register = REGISTER_FLOAT16 if float16 else REGISTER
         self.matrix_shapes: set[str] = set()
@@ -642,7 +649,8 @@ class DispatchEmitter:
             raw = self.fb.op("Load", self.params[id(buf)].element, address)
             return self._from_storage(raw, buf.dtype)
         if isinstance(e, Binary):
-            return self._binary(e)
+            packed = dot4.emit(self, e) if self.integer_dot else None
+            return packed if packed is not None else self._binary(e)
         if isinstance(e, Cast):
             return self._cast(self.expr(e.value), e.value.dtype, e.dtype)
         if isinstance(e, Select):
@@ -918,9 +926,11 @@ def _itemsize(dtype: str) -> int:
     return STORAGE[dtype][1] // 8
 
 
-def emit_dispatch(func: PrimFunc, dispatch: Dispatch, float16: bool = False) -> SpirvModule:
-    """The module of ``dispatch``; ``float16``: compute float16 values in float16."""
-    return DispatchEmitter(func, dispatch, float16).emit()
+def emit_dispatch(func: PrimFunc, dispatch: Dispatch, float16: bool = False,
+                  integer_dot: bool = False) -> SpirvModule:
+    """The module of ``dispatch``; ``float16``: compute float16 values in float16;
+    ``integer_dot``: four-byte integer dots as OpSUDot."""
+    return DispatchEmitter(func, dispatch, float16, integer_dot).emit()
 
 
 __all__ = ["FEATURE_OF", "Binding", "DispatchEmitter", "SpirvModule", "Value", "emit_dispatch"]

@@ -25,6 +25,9 @@ runtime refuses, at load, an artifact whose kernels need what the device lacks:
 * ``-float16-arithmetic=1``: compute float16 values in float16 (the device needs
   shaderFloat16, which the artifact then lists) instead of widening each to float32;
   what the graph computes in float32 (matmul sums of float16, casts) stays float32.
+* ``-integer-dot-product=1``: the integer ops' four-byte dots are one packed dot
+  instruction (the device needs shaderIntegerDotProduct, which the artifact then lists:
+  Vulkan 1.3, or VK_KHR_shader_integer_dot_product).
 """
 
 from __future__ import annotations
@@ -84,15 +87,10 @@ def describe_gpu(target: Target) -> GpuResources:
     default_shared = COOPERATIVE_SHARED_BYTES if shapes or held else BASELINE_GPU.shared_bytes
     return GpuResources(shapes, _int(target, "subgroup-size", BASELINE_GPU.subgroup_size),
                         _int(target, "shared-memory", default_shared),
-                        _flag(target, "float16-arithmetic"),
-                        _int(target, "max-invocations", BASELINE_GPU.max_invocations), held)
-
-
-def _flag(target: Target, key: str) -> bool:
-    value = target.options.get(key, "0").lower()
-    if value not in ("0", "1", "true", "false", "yes", "no"):
-        raise TargetError(f"target '{target}': -{key}={value} is not 0 or 1")
-    return value in ("1", "true", "yes")
+                        target.flag("float16-arithmetic"),
+                        _int(target, "max-invocations", BASELINE_GPU.max_invocations),
+                        workgroup_matrices=held,
+                        integer_dot_product=target.flag("integer-dot-product"))
 
 
 def _int(target: Target, key: str, default: int) -> int:

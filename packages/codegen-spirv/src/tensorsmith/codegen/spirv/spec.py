@@ -47,20 +47,28 @@ OP = {
     # SPV_KHR_cooperative_matrix
     "TypeCooperativeMatrixKHR": 4456, "CooperativeMatrixLoadKHR": 4457,
     "CooperativeMatrixStoreKHR": 4458, "CooperativeMatrixMulAddKHR": 4459,
+    # SPV_KHR_integer_dot_product
+    "SDot": 4450, "UDot": 4451, "SUDot": 4452,
 }
 
 CAPABILITY = {
     "Shader": 1, "Float16": 9, "Float64": 10, "Int64": 11, "Int16": 22, "Int8": 39,
     "StorageBuffer16BitAccess": 4433, "StorageBuffer8BitAccess": 4448,
     "VulkanMemoryModel": 5345, "CooperativeMatrixKHR": 6022,
+    "DotProductInput4x8BitPacked": 6018, "DotProduct": 6019,
 }
 #: SPIR-V 1.3 has 16-bit storage in core; 8-bit storage became core only in 1.5, the
 #: Vulkan memory model in 1.5; cooperative matrices are an extension in every version.
 EXTENSION_OF = {"StorageBuffer8BitAccess": "SPV_KHR_8bit_storage",
                 "VulkanMemoryModel": "SPV_KHR_vulkan_memory_model",
-                "CooperativeMatrixKHR": "SPV_KHR_cooperative_matrix"}
+                "CooperativeMatrixKHR": "SPV_KHR_cooperative_matrix",
+                "DotProduct": "SPV_KHR_integer_dot_product",
+                "DotProductInput4x8BitPacked": "SPV_KHR_integer_dot_product"}
 #: The extension of cooperative matrices of Workgroup scope (no capability of its own).
 WORKGROUP_MATRIX_EXTENSION = "SPV_NV_cooperative_matrix2"
+
+#: The dot instructions' operand for two 32-bit words of four 8-bit components each.
+PACKED_VECTOR_FORMAT_4X8BIT = 0
 
 ADDRESSING_LOGICAL = 0
 MEMORY_MODEL_GLSL450 = 1

@@ -35,8 +35,7 @@ constant folding, which would otherwise multiply each weight by its scales into 
 float32 tensor.
 
 Which products a target takes (:class:`IntegerProducts`) is build._integer_products'
-decision, from the target's facts: a GPU target takes none (its rules tile only the
-float and int32 ones).
+decision, from the target's facts.
 
 The integer products of ONNX's QOperator format (ConvInteger, MatMulInteger,
 QLinearConv, QLinearMatMul), which import as an int32 conv2d or matmul of ``int32(x) -

@@ -9,7 +9,8 @@ order with a memory barrier between them.
 
 Matrix products get the tiled schedule of ``gpu_gemm.py`` (float16 ones on a GPU with
 cooperative matrices the kernel of ``gpu_coop.py``) and ungrouped convolutions
-that of ``gpu_conv.py``, with the elementwise ops after them (bias, activation,
+that of ``gpu_conv.py`` (integer ones their loops without the shared-memory copies:
+``gpu_integer.py``), with the elementwise ops after them (bias, activation,
 residual add) applied as the tile is written back. A reduction of 32 or more
 inputs per output runs one output per workgroup, its invocations combining partial
 results in shared memory (te/allreduce.py). Every other stage fuses its spatial axes
@@ -21,9 +22,10 @@ hook, so the auto-tuner searches the same schedules with other sizes; by default
 rule keeps its own choice. The loop structure stays the rules': every answer lowers to a
 kernel of the same shape, which keeps every candidate valid for the codegens. Knobs:
 a matrix product's or convolution's tile sizes (``gpu_gemm.ask_tiles``,
-``gpu_conv.ask_tiles``), ``reduce_threads`` (invocations sharing a long reduction; 0
-leaves it to one invocation per output) and ``workgroup`` (invocations per workgroup of
-a stage whose outputs are spread one per invocation).
+``gpu_conv.ask_tiles``, ``gpu_integer.ask_tiles``, ``gpu_integer.ask_conv_tiles``),
+``reduce_threads`` (invocations sharing a long reduction; 0 leaves it to one invocation
+per output) and ``workgroup`` (invocations per workgroup of a stage whose outputs are
+spread one per invocation).
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ from .gpu_conv import is_conv, schedule_conv
 from .gpu_coop import schedule_coop
 from .gpu_gemm import ask_tiles as ask_gemm_tiles
 from .gpu_gemm import is_gemm, schedule_gemm, up_to
+from .gpu_integer import ask_conv_tiles as ask_integer_conv_tiles
+from .gpu_integer import ask_tiles as ask_integer_tiles
+from .gpu_integer import is_integer_conv, is_integer_gemm
 from .knobs import Choose
 
 WORKGROUP_SIZE = 64
@@ -77,6 +82,10 @@ class GpuRules:
     def window(self, st: Stage) -> None:
         """An ungrouped convolution gets the tiles of gpu_conv.py (where some fit the
         shared memory); other windows are reductions."""
+        if is_integer_conv(st):
+            schedule_conv(self.s, st, ask_integer_conv_tiles(st, self.choose), staged=False)
+            self.epilogue(st)
+            return
         tiles = choose_conv_tiles(st) if is_conv(st) else None
         if tiles is None:
             self.product(st)
@@ -88,6 +97,10 @@ class GpuRules:
         """A matrix product gets the tiles of gpu_gemm.py; other reductions are shared by
         a workgroup when long (:meth:`workgroup_reduction`), else spread one output per
         invocation."""
+        if is_integer_gemm(st):
+            schedule_gemm(self.s, st, ask_integer_tiles(st, self.choose), staged=False)
+            self.epilogue(st)
+            return
         if is_gemm(st):
             consumer = epilogue_consumer(st, self.out_ids, stage_readers(self.s))
             epilogue = self.s[consumer] if consumer is not None else None

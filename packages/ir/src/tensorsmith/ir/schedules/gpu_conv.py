@@ -128,9 +128,11 @@ def shared_floats(st: Stage, t: ConvTiles) -> int:
     return t.to * t.ri * t.kt * kh * kw + t.kt * rows * cols
 
 
-def schedule_conv(s: Schedule, st: Stage, tiles: ConvTiles | None = None) -> str | None:
+def schedule_conv(s: Schedule, st: Stage, tiles: ConvTiles | None = None,
+                  staged: bool = True) -> str | None:
     """Tile ``st`` (see the module docstring); returns the loop its register tile is
-    cached at, or None when no tiling fits (the caller schedules it simply)."""
+    cached at, or None when no tiling fits (the caller schedules it simply).
+    ``staged=False`` leaves the operands in global memory (gpu_integer.py)."""
     op = st.tensor.op
     assert op is not None
     t = tiles or choose_tiles(st)
@@ -151,11 +153,12 @@ def schedule_conv(s: Schedule, st: Stage, tiles: ConvTiles | None = None) -> str
                        (t_o, "threadIdx.z"), (t_y, "threadIdx.y"), (t_x, "threadIdx.x")):
         s.annotate(name, leaf, kind)
     s.cache_write(name, t_x)
-    data, weight = input_tensors(st.tensor)
-    for tensor in (weight, data):
-        s.cache_read(name, tensor.name, "shared", rco, prefetch=True)
-    for tensor in (weight, data):
-        s.cache_read(name, tensor.name, "local", rx)
+    if staged:
+        data, weight = input_tensors(st.tensor)
+        for tensor in (weight, data):
+            s.cache_read(name, tensor.name, "shared", rco, prefetch=True)
+        for tensor in (weight, data):
+            s.cache_read(name, tensor.name, "local", rx)
     taps = t.kt * _extent(op.reduce_axes[1]) * _extent(op.reduce_axes[2])
     for leaf in ([rci] if taps <= 36 else []) + [ry, rx, oi, xi]:
         s.unroll(name, leaf)

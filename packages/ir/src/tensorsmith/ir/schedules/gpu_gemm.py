@@ -153,9 +153,11 @@ def gemm_extents(st: Stage) -> tuple[int, int, int, int]:
     return nbatch, op.axes[-2].extent, op.axes[-1].extent, op.reduce_axes[0].extent
 
 
-def schedule_gemm(s: Schedule, st: Stage, tiles: GemmTiles | None = None) -> str:
+def schedule_gemm(s: Schedule, st: Stage, tiles: GemmTiles | None = None,
+                  staged: bool = True) -> str:
     """Tile ``st`` (see the module docstring); returns the loop the register tile is
-    cached at, where an elementwise epilogue can be fused."""
+    cached at, where an elementwise epilogue can be fused. ``staged=False`` leaves the
+    operands in global memory (no shared or register copies: gpu_integer.py)."""
     op = st.tensor.op
     assert op is not None
     *batch, i, j = (a.var.name for a in op.axes)
@@ -181,11 +183,12 @@ def schedule_gemm(s: Schedule, st: Stage, tiles: GemmTiles | None = None) -> str
     s.annotate(name, ti, "threadIdx.y")
     s.annotate(name, tj, "threadIdx.x")
     s.cache_write(name, tj)
-    a, b = input_tensors(st.tensor)
-    for tensor in (a, b):
-        s.cache_read(name, tensor.name, "shared", ko, prefetch=t.prefetch)
-    for tensor in (a, b):
-        s.cache_read(name, tensor.name, "local", ki)
+    if staged:
+        a, b = input_tensors(st.tensor)
+        for tensor in (a, b):
+            s.cache_read(name, tensor.name, "shared", ko, prefetch=t.prefetch)
+        for tensor in (a, b):
+            s.cache_read(name, tensor.name, "local", ki)
     for leaf in (ki, ii, jj):
         s.unroll(name, leaf)
     return tj

@@ -37,18 +37,24 @@ STORAGE_16BIT = ("storageBuffer16BitAccess",)
 FLOAT16_INT8 = ("shaderFloat16", "shaderInt8")
 MEMORY_MODEL = ("vulkanMemoryModel",)
 COOPERATIVE_MATRIX = ("cooperativeMatrix",)
+INTEGER_DOT_PRODUCT = ("shaderIntegerDotProduct",)
 #: Every feature above, in one tuple: what is queried and what a context enables.
 ALL_FEATURES = (*CORE_FEATURES, *STORAGE_8BIT, *STORAGE_16BIT, *FLOAT16_INT8, *MEMORY_MODEL,
-                *COOPERATIVE_MATRIX, *workgroup_matrix.USED_FEATURES)
+                *COOPERATIVE_MATRIX, *INTEGER_DOT_PRODUCT, *workgroup_matrix.USED_FEATURES)
 #: Device extensions that provide the features above on Vulkan 1.1 devices.
 EXTENSION_OF = {"storageBuffer8BitAccess": "VK_KHR_8bit_storage",
                 "shaderFloat16": "VK_KHR_shader_float16_int8",
                 "shaderInt8": "VK_KHR_shader_float16_int8",
                 "vulkanMemoryModel": "VK_KHR_vulkan_memory_model",
                 "cooperativeMatrix": "VK_KHR_cooperative_matrix",
+                "shaderIntegerDotProduct": "VK_KHR_shader_integer_dot_product",
                 **{f: workgroup_matrix.EXTENSION for f in workgroup_matrix.USED_FEATURES}}
-#: Features whose extension is needed on every version (not core in Vulkan 1.2).
-EXTENSION_ALWAYS = frozenset({"cooperativeMatrix", *workgroup_matrix.USED_FEATURES})
+#: Features whose extension is needed on every version (not core in Vulkan 1.2; the
+#: integer dot product is core from 1.3, which a device may not have).
+EXTENSION_ALWAYS = frozenset({"cooperativeMatrix", "shaderIntegerDotProduct",
+                              *workgroup_matrix.USED_FEATURES})
+
+
 @dataclass
 class PhysicalDevice:
     """A physical device: its handle and the properties the executor needs."""
@@ -268,6 +274,11 @@ def feature_chain(vk: Any, api: tuple[int, int, int], extensions: set[str],
             sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
             pNext=tail[-1] if tail else vk.ffi.NULL,
             cooperativeMatrix=on["cooperativeMatrix"]))
+    if "VK_KHR_shader_integer_dot_product" in extensions:
+        tail.append(vk.VkPhysicalDeviceShaderIntegerDotProductFeatures(
+            sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
+            pNext=tail[-1] if tail else vk.ffi.NULL,
+            shaderIntegerDotProduct=on["shaderIntegerDotProduct"]))
     if workgroup_matrix.EXTENSION in extensions:
         tail.append(workgroup_matrix.features_struct(vk, tail[-1] if tail else None, enable))
     tail.append(vk.VkPhysicalDevice16BitStorageFeatures(

@@ -2,10 +2,10 @@
 
 Kernels are compiled on a build host that need not have the GPU, so what a device
 offers beyond every Vulkan 1.1 device (cooperative matrices, subgroup size, workgroup
-memory and invocations) must be told to the compiler in the target string. This probe runs on the
-device, with the runtime alone (``python -m tensorsmith.runtime.vulkan``, or
-``tensorsmith devices`` where the compiler is installed too), and prints each device's
-facts and the target string that uses them.
+memory and invocations, integer dot products) must be told to the compiler in the target
+string. This probe runs on the device, with the runtime alone (``python -m
+tensorsmith.runtime.vulkan``, or ``tensorsmith devices`` where the compiler is installed
+too), and prints each device's facts and the target string that uses them.
 """
 
 from __future__ import annotations
@@ -20,27 +20,30 @@ __all__ = ["describe", "describe_all", "report", "target_string"]
 def target_string(dev: PhysicalDevice) -> str:
     """The ``vulkan`` target string that compiles for ``dev``'s cooperative matrices (the
     float16 ones with a float32 accumulator, which the float16 matmul rule uses, held by
-    subgroups or by whole workgroups), or plain ``vulkan`` where it has none."""
+    subgroups or by whole workgroups) and its integer dot products, or plain ``vulkan``
+    where it has neither."""
     shapes = sorted(dev.matrix_shapes())
     usable = [s.split()[0] for s in shapes if s.endswith("float16*float16+float32")]
-    if not usable:
-        return "vulkan"
-    shared = int(dev.limits.get("maxComputeSharedMemorySize", 0))
-    parts = ["vulkan", f"-cooperative-matrix={','.join(usable)}"]
-    held = dev.workgroup_matrices
-    blocks = sorted({f"{s.m}x{s.n}x{s.k}/{s.invocations}" for s in held.shapes
-                     if s.usable and (s.a, s.c) == ("float16", "float32")}) if held else []
-    if held and blocks:
-        parts.append(f"-workgroup-matrix={','.join(blocks)}")
-        if held.max_dimension != 256:  # the compiler's default
-            parts.append(f"-workgroup-matrix-max={held.max_dimension}")
-    if dev.subgroup_size:
-        parts.append(f"-subgroup-size={dev.subgroup_size}")
-    if shared:
-        parts.append(f"-shared-memory={shared}")
-    invocations = int(dev.limits.get("maxComputeWorkGroupInvocations", 0))
-    if invocations > 256:  # 256 is every device's minimum, the compiler's default
-        parts.append(f"-max-invocations={invocations}")
+    parts = ["vulkan"]
+    if usable:
+        shared = int(dev.limits.get("maxComputeSharedMemorySize", 0))
+        parts.append(f"-cooperative-matrix={','.join(usable)}")
+        held = dev.workgroup_matrices
+        blocks = sorted({f"{s.m}x{s.n}x{s.k}/{s.invocations}" for s in held.shapes
+                         if s.usable and (s.a, s.c) == ("float16", "float32")}) if held else []
+        if held and blocks:
+            parts.append(f"-workgroup-matrix={','.join(blocks)}")
+            if held.max_dimension != 256:  # the compiler's default
+                parts.append(f"-workgroup-matrix-max={held.max_dimension}")
+        if dev.subgroup_size:
+            parts.append(f"-subgroup-size={dev.subgroup_size}")
+        if shared:
+            parts.append(f"-shared-memory={shared}")
+        invocations = int(dev.limits.get("maxComputeWorkGroupInvocations", 0))
+        if invocations > 256:  # 256 is every device's minimum, the compiler's default
+            parts.append(f"-max-invocations={invocations}")
+    if dev.features.get("shaderIntegerDotProduct"):
+        parts.append("-integer-dot-product=1")
     return " ".join(parts)
 
 
