@@ -4,7 +4,8 @@
     python bench/quantized_gpu.py                          # vulkan (lavapipe here)
     python bench/quantized_gpu.py --target opencl --models mlp
 
-A small conv net (ResNet-18 on 32x32 images, ``--image``) and an MLP (batch 32, 512 -> 1024 -> 1024
+A small conv net (ResNet-18 on 32x32 images, ``--image``; or MobileNetV2,
+``--models mobilenetv2``) and an MLP (batch 32, 512 -> 1024 -> 1024
 -> 10) are quantized by ``tensorsmith quantize`` (QDQ, int8 per-channel weights, uint8
 activations). Each QDQ model is compiled for the GPU target with float products (the
 dequantized weights, tiled by the GPU rules), as ``build._integer_products`` decides,
@@ -16,6 +17,11 @@ ONNX Runtime's CPU float and int8 runs of the same models are timed in the same
 alternating blocks. Each integer variant's largest difference from the first, relative
 to its largest logit, is printed: they compute the same quantized model. Writes
 bench/results/quantized_gpu_<target>_<models>_<isa>_<date>.txt.
+
+For a GPU host without the compiler or ONNX Runtime, ``--save DIR`` writes the compiled
+artifacts, their inputs and what each is (``quantized_gpu.json``) instead of timing
+them, and ``--run DIR [--device vulkan]`` times those with the runtime alone (no ONNX
+Runtime rows).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import contextlib
 import datetime
 import importlib
 import itertools
+import json
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -40,7 +47,6 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tensorsmith.runtime as rt
 from bench.measure import interleaved
-from bench.model_bench import ort_session
 from bench.models import MODELS, input_shapes
 from bench.report import environment, format_table
 from tensorsmith.frontend.onnx import from_onnx
@@ -74,7 +80,13 @@ def mlp(batch: int = 32) -> onnx.ModelProto:
 
 
 BENCH_MODELS = {"convnet": lambda image: MODELS["resnet18"](opset=17, batch=1, image=image),
+                "mobilenetv2": lambda image: MODELS["mobilenetv2"](opset=17, batch=1,
+                                                                   image=image),
                 "mlp": lambda image: mlp()}
+#: What ``--save`` keeps (the others repeat these now that the GPU decision is "every
+#: product in integers"): small enough to carry to a GPU host.
+SAVED = (FLOAT, "tensorsmith QDQ, as build decides",
+         "tensorsmith QDQ, as build decides, packed dots")
 
 
 @contextlib.contextmanager
@@ -97,18 +109,21 @@ def _feeds(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
             for name, shape in input_shapes(model).items()}
 
 
-def _compile(model: onnx.ModelProto, path: Path, target: str) -> tuple[Any, int]:
-    """The loaded artifact, and how many of its kernels hold an integer product."""
+def _compile(model: onnx.ModelProto, path: Path, target: str) -> tuple[Path, int]:
+    """The artifact's path, and how many of its kernels hold an integer product."""
     graph, params = from_onnx(model, shape=input_shapes(model))
     lib = build(graph, target=target, params=params)
     lib.export_library(path)
     funcs = lib.get_source("tir").split("\nfunc ")
     integer = sum("qmatmul" in f or "qconv2d" in f for f in funcs)
-    return rt.load(path, device=Target.parse(target).info.device), integer
+    return path, integer
 
 
-def bench(name: str, target: str, repeat: int, threads: int, work: Path, image: int
-          ) -> list[str]:
+def compile_variants(name: str, target: str, work: Path, image: int
+                     ) -> tuple[onnx.ModelProto, onnx.ModelProto, dict[str, np.ndarray],
+                                dict[str, tuple[Path, int]]]:
+    """The float model, its QDQ model, the inputs, and every variant compiled: label ->
+    (artifact, integer kernels), the float-products one (:data:`FLOAT`) second."""
     model = BENCH_MODELS[name](image)
     calib = [_feeds(model, seed) for seed in range(8)]
     qdq = quantize(model, calib, method="minmax", evaluate_accuracy=False).model
@@ -128,24 +143,75 @@ def bench(name: str, target: str, repeat: int, threads: int, work: Path, image: 
         if target.split()[0] == "vulkan":
             built["tensorsmith QDQ, every product in integers, packed dots"] = _compile(
                 qdq, work / f"{name}_d.tsm", dot)
-    engines = {k: m for k, (m, _) in built.items()}
+    return model, qdq, feeds, built
+
+
+def bench(name: str, target: str, repeat: int, threads: int, work: Path, image: int
+          ) -> list[str]:
+    from bench.model_bench import ort_session
+
+    model, qdq, feeds, built = compile_variants(name, target, work, image)
+    device = Target.parse(target).info.device
     ort_float, ort_int8 = ort_session(model, threads), ort_session(qdq, threads)
+    extra = {"ONNX Runtime float32 (CPU)": lambda: ort_float.run(None, feeds),
+             "ONNX Runtime int8 QDQ (CPU)": lambda: ort_int8.run(None, feeds)}
+    return [f"{name} ({', '.join(f'{k} {list(v.shape)}' for k, v in feeds.items())}), "
+            f"target {target}:", time_variants(built, feeds, device, repeat, extra), ""]
+
+
+def time_variants(built: dict[str, tuple[Path, int]], feeds: dict[str, np.ndarray],
+                  device: str, repeat: int, extra: dict[str, Any] | None = None) -> str:
+    """The table: each artifact (and ``extra`` callables) timed in alternating blocks,
+    relative to the float-products one, with its largest difference from it, and the
+    artifacts' kernel time alone (the device's timestamps: a GPU's copies excluded)."""
+    engines = {k: rt.load(path, device=device) for k, (path, _) in built.items()}
     outs = {k: m.run(feeds)[0] for k, m in engines.items()}
     base = outs[FLOAT]
     scale = float(np.max(np.abs(base)))
     diffs = {k: float(np.max(np.abs(v - base))) / scale for k, v in outs.items()}
     fns = [(lambda m=m: m.run(feeds)) for m in engines.values()]
-    fns += [lambda: ort_float.run(None, feeds), lambda: ort_int8.run(None, feeds)]
+    fns += list((extra or {}).values())
     stats = interleaved(fns, repeat)
-    names = [*engines, "ONNX Runtime float32 (CPU)", "ONNX Runtime int8 QDQ (CPU)"]
-    floats = stats[1].median_ms
+    names = [*engines, *(extra or {})]
+    floats = stats[list(engines).index(FLOAT)].median_ms
+    kernels = {k: sum(step["total_ms"] for step in m.profile(repeat=5)) / 5
+               for k, m in engines.items()}
     rows = [[n, f"{s.median_ms:.2f} ({s.min_ms:.2f})", f"{s.median_ms / floats:.2f}",
+             f"{kernels[n]:.3f}" if n in kernels else "",
              f"{diffs[n]:.2e}" if n in diffs else "", str(built[n][1]) if n in built else ""]
             for n, s in zip(names, stats)]
-    return [f"{name} ({', '.join(f'{k} {list(v.shape)}' for k, v in feeds.items())}), "
-            f"target {target}:",
-            format_table(["engine", "ms median (min)", "/ float products", "max diff / max |out|",
-                          "integer kernels"], rows), ""]
+    return format_table(["engine", "ms median (min)", "/ float products", "kernels ms",
+                         "max diff / max |out|", "integer kernels"], rows)
+
+
+def save(names: list[str], target: str, folder: Path, image: int) -> None:
+    """``--save``: every variant's artifact, inputs and label, for ``--run`` elsewhere."""
+    folder.mkdir(parents=True, exist_ok=True)
+    index = {}
+    for name in names:
+        _, _, feeds, built = compile_variants(name, target, folder, image)
+        np.savez(folder / f"{name}_inputs.npz", **feeds)
+        for label, (path, _) in built.items():
+            if label not in SAVED:
+                path.unlink()
+        index[name] = {"target": target, "inputs": f"{name}_inputs.npz",
+                       "variants": {k: [p.name, n] for k, (p, n) in built.items()
+                                    if k in SAVED}}
+    (folder / "quantized_gpu.json").write_text(json.dumps(index, indent=1) + "\n")
+
+
+def run_saved(folder: Path, device: str, repeat: int) -> str:
+    """``--run``: the saved variants timed on ``device`` with the runtime alone."""
+    index = json.loads((folder / "quantized_gpu.json").read_text())
+    lines = []
+    for name, entry in index.items():
+        data = np.load(folder / entry["inputs"])
+        feeds = {k: data[k] for k in data.files}
+        built = {k: (folder / f, n) for k, (f, n) in entry["variants"].items()}
+        lines += [f"{name} ({', '.join(f'{k} {list(v.shape)}' for k, v in feeds.items())}), "
+                  f"target {entry['target']}, on {device}:",
+                  time_variants(built, feeds, device, repeat), ""]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,7 +221,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--image", type=int, default=32, help="the conv net's image size")
     parser.add_argument("--threads", type=int, default=2, help="ONNX Runtime's threads")
+    parser.add_argument("--save", type=Path, help="only compile, into this folder")
+    parser.add_argument("--run", type=Path, help="only time what --save wrote there")
+    parser.add_argument("--device", default="vulkan", help="the device of --run")
     args = parser.parse_args(argv)
+    if args.save is not None:
+        save(args.models.split(","), args.target, args.save, args.image)
+        return 0
+    if args.run is not None:
+        print(run_saved(args.run, args.device, args.repeat))
+        return 0
     work = Path(tempfile.mkdtemp(prefix="tsm-quantized-gpu-"))
     env = environment(args.threads)
     lines = [f"host: {env['isa']} ({env['processor'] or env['machine']}); ONNX Runtime "
