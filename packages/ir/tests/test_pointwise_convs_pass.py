@@ -237,3 +237,34 @@ def test_the_tensorized_kernel_against_numpy() -> None:
     got = arrays[3].astype("float32").reshape(1, 32, 8, 8)
     np.testing.assert_allclose(got, want, rtol=2e-3, atol=1e-2)
     assert np.abs(want).max() > 0.5  # not a trivially small result
+
+
+def test_a_shared_weight_is_reshaped_once_and_a_shared_input_per_reader() -> None:
+    """Two convolutions of one weight and one input: one 2-D weight constant; the input
+    reshaped for each (views, each placed before its reader)."""
+    b = GraphBuilder()
+    x = b.input("x", (1, 16, 4, 4), H)
+    w = b.constant("w", _w(16, 16, 1, 1))
+    y = b.add1("conv2d", [x, w], name="a")
+    z = b.add1("conv2d", [x, w], name="b")
+    g = pointwise_as_matmul(b.finish([b.add1("sub", [y, z], name="d")]), coop)
+    assert str(g) == SHARED_AS_PRODUCTS
+    g.verify()
+
+
+# sub is not commutative: its operands keep their order, the second (b's chain stops
+# at the sub, which a's took first) reshaped back to 3-D, a view of a view
+SHARED_AS_PRODUCTS = """\
+graph main(%x: float16[1, 16, 4, 4]) {
+  %w_rows: float16[16, 16] = const <elided>
+  %x_rows: float16[1, 16, 16] = reshape(%x) {"shape": [1, 16, 16]}  # x_rows/flatten
+  %a_0_rows: float16[1, 16, 16] = matmul(%w_rows, %x_rows)  # a/matmul
+  %x_rows_1: float16[1, 16, 16] = reshape(%x) {"shape": [1, 16, 16]}  # x_rows_1/flatten
+  %b_0_rows_1: float16[1, 16, 16] = matmul(%w_rows, %x_rows_1)  # b/matmul
+  %b_0: float16[1, 16, 4, 4] = reshape(%b_0_rows_1) {"shape": [1, 16, 4, 4]}  # b/unflatten
+  %b_0_rows: float16[1, 16, 16] = reshape(%b_0) {"shape": [1, 16, 16]}  # b_0_rows/flatten
+  %d_0_rows: float16[1, 16, 16] = sub(%a_0_rows, %b_0_rows)  # d
+  %d_0: float16[1, 16, 4, 4] = reshape(%d_0_rows) {"shape": [1, 16, 4, 4]}  # a/unflatten
+  return %d_0
+}
+"""

@@ -90,6 +90,10 @@ class _Rewrite:
         self.readers = graph.consumers()
         self.results = {v.uid for v in graph.results()}
         self.edits: dict[int, _Edit] = {}
+        # a constant reshaped once however many nodes read it (a weight, a bias shared
+        # by layers): one copy in the artifact. Computed values are reshaped where each
+        # reader is, as a view: a node placed for one reader may come after another.
+        self.constants: dict[tuple[int, tuple[Dim, ...]], Value] = {}
 
     def run(self) -> Graph:
         for node in list(self.graph.nodes):
@@ -168,7 +172,11 @@ class _Rewrite:
             return v
         if v.is_constant:
             assert v.data is not None
-            return Graph.constant(self.fresh(f"{v.name}_rows"), v.data.reshape(shape))
+            key = (v.uid, shape)
+            if key not in self.constants:
+                self.constants[key] = Graph.constant(self.fresh(f"{v.name}_rows"),
+                                                     v.data.reshape(shape))
+            return self.constants[key]
         return self._reshape(v, shape, before, f"{v.name}_rows")
 
     def _reshape(self, v: Value, shape: tuple[Dim, ...], before: list[Node], name: str
