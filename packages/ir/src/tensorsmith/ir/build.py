@@ -31,7 +31,7 @@ from tensorsmith.runtime.plan import (
     Tensor,
 )
 
-from .codegen import get_codegen, target_resources
+from .codegen import get_codegen, gpu_resources, target_resources
 from .errors import ModelError, TargetError
 from .graph import Graph, Node, Value
 from .host_sizes import expr_symbols
@@ -50,9 +50,11 @@ from .passes.blocked_layout import block_layouts
 from .passes.index_checks import add_index_checks
 from .passes.integer_products import IntegerProducts
 from .passes.memory_plan import ALIGN
+from .passes.pointwise_convs import TakesProduct, pointwise_as_matmul
 from .passes.precision import precision_dtype, reduce_precision, widen_inputs_first
 from .records import applicable_steps
 from .schedules import default_schedule
+from .schedules.gpu_coop import takes_matmul
 from .schedules.proxy import sized_for
 from .symbolic import Dim, Sym, free_symbols
 from .target import Target, activation_layout
@@ -165,6 +167,10 @@ def fused_groups(mod: Graph, params: Mapping[str, np.ndarray] | None = None, opt
         pm.add("reduce_precision", lambda g: reduce_precision(g, reduced), 0)
     if tgt is not None and tgt.family == "cpu":
         pm.add("widen_inputs_first", widen_inputs_first, 0)
+    takes = _pointwise_products(tgt)
+    if takes is not None:
+        # after reduce_precision: it decides which products are float16
+        pm.add("pointwise_as_matmul", lambda g: pointwise_as_matmul(g, takes), 1)
     if lanes:
         # windows run on blocks of the CPU's float lanes (passes/blocked_layout.py)
         pm.add("block_layouts", lambda g: block_layouts(g, lanes), 2)
@@ -209,6 +215,22 @@ def _integer_products(tgt: Target | None, lanes: int) -> IntegerProducts | None:
     if tgt is None or tgt.family != "cpu":
         return IntegerProducts()
     return IntegerProducts(conv_block=lanes, dequantized=target_resources(tgt).int8_dot)
+
+
+def _pointwise_products(tgt: Target | None) -> TakesProduct | None:
+    """Which pointwise convolutions ``tgt`` computes as matrix products
+    (passes/pointwise_convs.py): on a GPU whose float16 products run on cooperative
+    matrices, those whose product that kernel takes (gpu_coop.takes_matmul), which
+    then run on the matrix units instead of the convolution rule's scalar multiply-adds
+    (gpu_conv.py). Elsewhere none: the tiled product (gpu_gemm.py) and the convolution
+    rule both multiply scalars, and a CPU's convolutions have rules of their own; the
+    rewrite would only trade one for the other, unmeasured."""
+    if tgt is None or tgt.family == "cpu":
+        return None
+    resources = gpu_resources(tgt)
+    if not resources.matrix_shapes:
+        return None
+    return lambda a, b: takes_matmul(a, b, resources)
 
 
 def _bind_params(graph: Graph, params: Mapping[str, np.ndarray]) -> Graph:

@@ -32,10 +32,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..op_registry import TensorType, get_op
 from ..target import GpuResources, MatrixShape, WorkgroupMatrix
 from ..te.matrix_lower import ACC_DTYPE, INPUT_DTYPE, PREFETCH, Params, Product, writes_directly
 from ..te.schedule import Schedule, Stage
-from ..te.tensor import Tensor
+from ..te.tensor import Tensor, placeholder
 from .knobs import Choose, conflict_unless
 
 #: Rows of shared memory are padded by this many elements by default (16 bytes: chunks
@@ -187,6 +188,19 @@ def matrix_shape(st: Stage, resources: GpuResources) -> MatrixShape | None:
     return shape
 
 
+def takes_matmul(a: TensorType, b: TensorType, resources: GpuResources) -> bool:
+    """Whether this rule would tensorize the graph's ``matmul`` of ``a`` and ``b`` on a
+    GPU of ``resources``: asked of the stage the op's compute makes, so a graph pass
+    that turns other ops into products (passes/pointwise_convs.py) applies exactly
+    :class:`Product`'s conditions and the device's, never a copy of them."""
+    op = get_op("matmul")
+    inputs = [placeholder(t.shape, t.dtype, f"in{i}") for i, t in enumerate((a, b))]
+    outputs = op.compute(inputs, {}, op.infer([a, b], {}), "product")
+    st = Schedule(outputs)["product"]
+    shape = matrix_shape(st, resources)
+    return shape is not None and choose_tiles(st, shape, resources) is not None
+
+
 def params(shape: MatrixShape, tiles: CoopTiles, subgroup: int) -> dict[str, int]:
     return {"m": shape.m, "n": shape.n, "k": shape.k, "warps_m": tiles.warps_m,
             "warps_n": tiles.warps_n, "frags_m": tiles.frags_m, "frags_n": tiles.frags_n,
@@ -270,4 +284,4 @@ def schedule_coop(s: Schedule, st: Stage, choose: Choose, resources: GpuResource
 
 
 __all__ = ["CANDIDATES", "WORKGROUP_CANDIDATES", "CoopTiles", "WorkgroupTiles", "ask_tiles",
-           "choose_tiles", "matrix_shape", "schedule_coop", "workgroup_params"]
+           "choose_tiles", "matrix_shape", "schedule_coop", "takes_matmul", "workgroup_params"]
