@@ -208,11 +208,17 @@ def test_dense_layers_compute_in_integers(name: str,
                                           quantized: dict[tuple[str, str], Path]) -> None:
     """What an AVX-512 VNNI CPU computes in integers (its channel-blocked graph): dense
     convolutions and products; the stem's 3 channels, the depthwise convolution and the
-    squeeze-and-excitation's 8-channel ones stay in float. A GPU target computes every
-    dense one in integers (build._integer_products says why); depthwise stays float."""
+    squeeze-and-excitation's 8-channel ones stay in float. A GPU target with packed
+    four-byte dots computes every dense one in integers, one without them none
+    (build._integer_products says why); depthwise stays float."""
     graph, params = from_onnx(onnx.load(quantized[name, "uint8"]))
+    floats = collections.Counter({"conv2d": 0, "matmul": 0})
+    for op, count in MODELS[name][2].items():
+        floats[op.removeprefix("q")] += count
     for target, expected in (("llvm -mcpu=skylake-avx512 -mattr=+avx512vnni",
-                              MODELS[name][1]), ("vulkan", MODELS[name][2])):
+                              MODELS[name][1]),
+                             ("vulkan -integer-dot-product=1", MODELS[name][2]),
+                             ("vulkan", {k: v for k, v in floats.items() if v})):
         optimized, _, _ = fused_groups(graph.copy(), params, target=target)
         counted = collections.Counter(n.op for n in optimized.nodes if "conv" in n.op
                                       or "matmul" in n.op)

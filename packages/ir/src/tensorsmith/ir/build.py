@@ -204,16 +204,19 @@ def _integer_products(tgt: Target | None, lanes: int) -> IntegerProducts | None:
     i8mm counts as having them: one ``udot``/``usdot`` does 16 byte products where a
     float ``fmla`` does 4, from a quarter of the weight bytes, the ratio that made VNNI
     pay (not timed on AArch64 hardware: none was at hand; qemu's times mean nothing).
-    A GPU: every one, tiled by its rules (schedules/gpu_integer.py). Measured with
-    bench/quantized_gpu.py against the float products they replace, QDQ models
-    (bench/results/quantized_gpu_*_2026-12-05.txt): an MLP (batch 32, 512-1024-1024-10)
-    took 0.29x the time on lavapipe, 0.12x with packed dots (``vulkan
-    -integer-dot-product=1``), 0.98x on PoCL; ResNet-18 on 32x32 images 0.24x, 0.10x and
-    0.32x, on 96x96 images 0.83x, 0.36x and 0.56x. (Untiled, before those rules, they ran
-    2-5x slower.) Without a target (a graph
+    A GPU: the QOperator ops' always, a QDQ model's float ones where the target has a
+    packed four-byte dot (``vulkan -integer-dot-product=1``), each tiled by its rules
+    (schedules/gpu_integer.py). Measured with bench/quantized_gpu.py against the float
+    products they replace (bench/results/quantized_gpu_*_2026-12-05.txt): on an H100 the
+    integer kernels took 0.87x (MobileNetV2) and 0.90x (an MLP, batch 32) of the float
+    kernels' time with packed dots, but 1.62x and 1.72x without; on CPU drivers they won
+    even without (lavapipe 0.24-0.83x, PoCL 0.32-0.98x), not what a GPU target is for.
+    (Untiled, before those rules, they ran 2-5x slower.) Without a target (a graph
     only), every one that qualifies."""
-    if tgt is None or tgt.family != "cpu":
+    if tgt is None:
         return IntegerProducts()
+    if tgt.family != "cpu":
+        return IntegerProducts(dequantized=gpu_resources(tgt).integer_dot_product)
     return IntegerProducts(conv_block=lanes, dequantized=target_resources(tgt).int8_dot)
 
 
