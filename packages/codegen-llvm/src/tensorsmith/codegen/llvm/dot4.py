@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from tensorsmith.ir.ops.integer import DOT
-from tensorsmith.ir.te.expr import Binary, Cast, Const, Expr, Load, Var
+from tensorsmith.ir.te import dot4 as idiom
+from tensorsmith.ir.te.dot4 import DOT
+from tensorsmith.ir.te.expr import Binary, Expr, Load, Var
 from tensorsmith.ir.te.stmt import Store
 
 from .constants import vector
@@ -83,96 +84,25 @@ class Dot4:
 
 
 def match(s: Store, var: Var) -> Dot4 | None:
-    """``s`` as ``buf[i] = buf[i] + dot`` over loop ``var``, or None."""
+    """``s`` as ``buf[i] = buf[i] + dot`` over loop ``var``, or None: the dot as the
+    tensor IR states it (te/dot4.py finds it), its four activation bytes one word the
+    same for every lane, its weight bytes four adjacent ones per lane."""
     from .vectorize import stride_of
 
     value = s.value
     if not (isinstance(value, Binary) and value.op == "add" and value.dtype == "int32"):
         return None
-    acc, terms = value.a, _terms(value.b)
-    if terms is None or not isinstance(acc, Load) or acc.buffer is not s.buffer:
+    acc, dot = value.a, idiom.match(value.b)
+    if dot is None or not isinstance(acc, Load) or acc.buffer is not s.buffer:
         return None
-    xs, ws = zip(*terms)
-    if not all(x.buffer is xs[0].buffer for x in xs) or xs[0].buffer.dtype != "uint8":  # type: ignore[union-attr]
+    x, w = idiom.word(dot.xs), idiom.word(dot.ws)
+    if x is None or w is None:
         return None
-    if not all(w.buffer is ws[0].buffer for w in ws) or ws[0].buffer.dtype != "int8":  # type: ignore[union-attr]
+    if any(stride_of(v.indices[0], var) != 0 for v in dot.xs):  # type: ignore[attr-defined]
         return None
-    if any(stride_of(x.indices[0], var) != 0 for x in xs):
+    if any(stride_of(v.indices[0], var) != DOT for v in dot.ws):  # type: ignore[attr-defined]
         return None
-    if any(stride_of(w.indices[0], var) != DOT for w in ws):
-        return None
-    if not (_consecutive([x.indices[0] for x in xs])
-            and _consecutive([w.indices[0] for w in ws])):
-        return None
-    return Dot4(acc, xs[0], ws[0])
-
-
-def _terms(e: Expr) -> list[tuple[Load, Load]] | None:
-    """``((p0 + p1) + p2) + p3`` with each ``p = int32(x) * int32(w)``: the four (x, w)."""
-    products = []
-    while isinstance(e, Binary) and e.op == "add" and len(products) < DOT - 1:
-        products.append(e.b)
-        e = e.a
-    products.append(e)
-    products.reverse()
-    if len(products) != DOT:
-        return None
-    out = []
-    for p in products:
-        if not (isinstance(p, Binary) and p.op == "mul" and isinstance(p.a, Cast)
-                and isinstance(p.b, Cast) and isinstance(p.a.value, Load)
-                and isinstance(p.b.value, Load)):
-            return None
-        out.append((p.a.value, p.b.value))
-    return out
-
-
-def _consecutive(indices: list[Expr]) -> bool:
-    """Whether ``indices[j]`` is ``indices[0] + j`` (as linear forms over their leaves)."""
-    first = _linear(indices[0])
-    if first is None:
-        return False
-    for j, e in enumerate(indices[1:], start=1):
-        form = _linear(e)
-        if form is None or form[0] != first[0] or form[1] != first[1] + j:
-            return False
-    return True
-
-
-def _linear(e: Expr) -> tuple[dict[object, int], int] | None:
-    """``e`` as ({leaf: coefficient}, constant): sums and constant multiples of any
-    other subexpressions, each such leaf keyed by its structure."""
-    if isinstance(e, Const):
-        return ({}, int(e.value)) if not e.dtype.startswith("float") else None
-    if isinstance(e, Binary) and e.op in ("add", "sub"):
-        a, b = _linear(e.a), _linear(e.b)
-        if a is None or b is None:
-            return None
-        sign = 1 if e.op == "add" else -1
-        terms = dict(a[0])
-        for k, v in b[0].items():
-            terms[k] = terms.get(k, 0) + sign * v
-        return {k: v for k, v in terms.items() if v}, a[1] + sign * b[1]
-    if isinstance(e, Binary) and e.op == "mul" and isinstance(e.b, Const):
-        a = _linear(e.a)
-        if a is None:
-            return None
-        c = int(e.b.value)
-        return {k: v * c for k, v in a[0].items() if v * c}, a[1] * c
-    return {_key(e): 1}, 0
-
-
-def _key(e: Expr) -> object:
-    if isinstance(e, Var):
-        return ("var", id(e))
-    if isinstance(e, Const):
-        return ("const", e.value, e.dtype)
-    if isinstance(e, Load):
-        return ("load", id(e.buffer), *(_key(i) for i in e.indices))
-    from tensorsmith.ir.te.visit import children
-
-    return (type(e).__name__, getattr(e, "op", getattr(e, "fn", e.dtype)),
-            *(_key(c) for c in children(e)))
+    return Dot4(acc, x, w)
 
 
 def emit(ve: VectorEmitter, d: Dot4) -> ir.Value | None:

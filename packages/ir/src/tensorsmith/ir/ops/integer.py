@@ -29,6 +29,7 @@ import numpy as np
 from .. import te
 from ..op_registry import Attrs, Pattern, TensorType, check, check_dim, register
 from ..symbolic import shape_text, static_dim
+from ..te.dot4 import DOT
 from ..te.expr import Expr
 from .broadcast import broadcast_index
 from .conv import (
@@ -39,9 +40,6 @@ from .conv import (
     pad_stage,
     unblock_channels,
 )
-
-#: Reduction steps of one integer dot (bytes per 32-bit lane of ``vpdpbusd``).
-DOT = 4
 
 
 def pack_matmul_weight(w: np.ndarray) -> np.ndarray:

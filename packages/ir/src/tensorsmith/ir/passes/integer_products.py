@@ -51,7 +51,8 @@ import numpy as np
 
 from ..graph import Graph, Node, Value
 from ..op_registry import TensorType, get_op
-from ..ops.integer import DOT, pack_conv_weight, pack_matmul_weight
+from ..ops.integer import pack_conv_weight, pack_matmul_weight
+from ..te.dot4 import DOT
 
 #: The longest reduction whose int32 sum cannot overflow: every term is at most 255 x 128.
 MAX_DEPTH = (2**31 - 1) // (255 * 128)

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from .expr import Binary, Cast, Const, Expr, Load, Var
 from .visit import children
 
-#: Byte products in one dot (the bytes of one 32-bit word).
+#: Byte products in one dot (the bytes of one 32-bit word): the reduction step the
+#: integer ops state (ops/integer.py) and every codegen's dot instruction takes.
 DOT = 4
 
 
