@@ -94,16 +94,7 @@ def _word(em: DispatchEmitter, load: Load) -> int:
 
 def word_view(em: DispatchEmitter, buf: Buffer) -> int:
     """A read-only ``struct { uint data[]; }`` view of parameter ``buf``'s binding."""
-    view = em.word_views.get(id(buf))
-    if view is not None:
-        return view
-    block = em.m.t_storage_block(em.m.t_int(32, False), 4, readonly=True)
-    view = em.m.global_variable(em.m.t_pointer("StorageBuffer", block), "StorageBuffer")
-    em.m.decorate(view, "DescriptorSet", 0)
-    em.m.decorate(view, "Binding", em.func.params.index(buf))
-    em.m.name(view, f"{buf.name}_words")
-    em.word_views[id(buf)] = view
-    return view
+    return em.binding_view(buf, em.m.t_int(32, False), 4, "words")
 
 
 __all__ = ["emit", "word_view"]

@@ -172,12 +172,12 @@ class DispatchEmitter:
                  integer_dot: bool = False) -> None:
         self.func = func
         self.integer_dot = integer_dot  # four-byte dots as OpSUDot (dot4.py)
-        self.word_views: dict[int, int] = {}  # id(Buffer) -> its uint view (dot4.py)
         #: dtype -> register kind: REGISTER, or with float16 values in float16
         self.register = REGISTER_FLOAT16 if float16 else REGISTER
         self.matrix_shapes: set[str] = set()
         self.workgroup_matrix_shapes: set[str] = set()
-        self.chunk_views: dict[int, int] = {}  # id(Buffer) -> its uvec4 view
+        #: (id(Buffer), what) -> a wider view of its binding (binding_view)
+        self.views: dict[tuple[int, str], int] = {}
         self.intrinsics = any(isinstance(x, Intrinsic) for x in walk_stmts(dispatch.body))
         self.dispatch = dispatch
         self.m = ModuleBuilder()
@@ -238,18 +238,26 @@ class DispatchEmitter:
     def chunk_view(self, buf: Buffer) -> int:
         """A read-only ``struct { uvec4 data[]; }`` view of parameter ``buf``'s binding,
         for 16-byte loads (see matrix.py)."""
-        view = self.chunk_views.get(id(buf))
+        return self.binding_view(buf, self.m.t_vector(self.m.t_int(32, False), 4), 16,
+                                 "chunks")
+
+    def binding_view(self, buf: Buffer, element: int, stride: int, what: str) -> int:
+        """A read-only ``struct { element data[]; }`` view (elements ``stride`` bytes
+        apart) of parameter ``buf``'s binding, named ``<buf>_<what>``: Vulkan lets
+        variables of one binding alias, so a kernel reads the same bytes as wider words
+        (16-byte chunks, matrix.py; four-byte words, dot4.py)."""
+        key = (id(buf), what)
+        view = self.views.get(key)
         if view is not None:
             return view
         if id(buf) not in self.params:
-            raise TargetError(f"chunks are loaded only from parameters, not {buf.name}")
-        uvec4 = self.m.t_vector(self.m.t_int(32, False), 4)
-        block = self.m.t_storage_block(uvec4, 16, readonly=True)
+            raise TargetError(f"{what} are loaded only from parameters, not {buf.name}")
+        block = self.m.t_storage_block(element, stride, readonly=True)
         view = self.m.global_variable(self.m.t_pointer("StorageBuffer", block), "StorageBuffer")
         self.m.decorate(view, "DescriptorSet", 0)
         self.m.decorate(view, "Binding", self.func.params.index(buf))
-        self.m.name(view, f"{buf.name}_chunks")
-        self.chunk_views[id(buf)] = view
+        self.m.name(view, f"{buf.name}_{what}")
+        self.views[key] = view
         return view
 
     def _load_sizes(self) -> list[Binding]:
