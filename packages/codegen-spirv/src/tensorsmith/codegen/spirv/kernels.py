@@ -84,6 +84,13 @@ class SpirvKernels:
 
         return {"shapes": shapes, "subgroup_size": describe_gpu(self.target).subgroup_size}
 
+    def matrix_requirements(self) -> dict[str, Any]:
+        """``cooperative_matrix`` and ``workgroup_matrix``, those the kernels have: what
+        the artifact's metadata and the manifest both require of a device."""
+        found = {"cooperative_matrix": self.cooperative_matrix(),
+                 "workgroup_matrix": self.workgroup_matrix()}
+        return {k: v for k, v in found.items() if v is not None}
+
     def source(self, kind: str = "spirv") -> str:
         if kind not in ("spirv", "spv", "spirv-asm"):
             raise ValueError(f"no {kind!r} source for the vulkan target; use 'spirv' or 'tir'")
@@ -102,13 +109,7 @@ class SpirvKernels:
     def metadata(self) -> dict[str, Any]:
         """The ``vulkan`` key of the artifact's metadata (see docs/spirv-manifest.md)."""
         features = self.features()
-        extra: dict[str, Any] = {}
-        matrices = self.cooperative_matrix()
-        if matrices is not None:
-            extra["cooperative_matrix"] = matrices
-        held = self.workgroup_matrix()
-        if held is not None:
-            extra["workgroup_matrix"] = held
+        extra = self.matrix_requirements()
         spirv_version, vulkan_version = self.versions()
         return {
             "version": METADATA_VERSION,

@@ -98,12 +98,7 @@ def build_manifest(kernels: SpirvKernels, plan: Plan) -> dict[str, Any]:
                                                 if f in EXTENSION_OF_FEATURE}),
         "offset_alignment": 64,
     }
-    matrices = kernels.cooperative_matrix()
-    if matrices is not None:
-        requirements["cooperative_matrix"] = matrices
-    held = kernels.workgroup_matrix()
-    if held is not None:
-        requirements["workgroup_matrix"] = held
+    requirements.update(kernels.matrix_requirements())
     return {
         "schema": MANIFEST_SCHEMA,
         "version": MANIFEST_VERSION,
